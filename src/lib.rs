@@ -1,0 +1,4 @@
+//! Keyhaven engine: a local AI gateway. See ARCHITECTURE.md for the module map and invariants.
+
+pub mod dialect;
+pub mod model;

@@ -1,0 +1,2 @@
+//! keyhaven binary.
+fn main() {}

@@ -1,0 +1,81 @@
+//! The call record: what the engine writes for every gateway call, before the first upstream byte
+//! ([`CallStart`]) and on every exit path ([`CallFinish`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::Usage;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallStatus {
+    InFlight,
+    Ok,
+    Error,
+    Canceled,
+    Interrupted,
+}
+
+impl CallStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallStatus::InFlight => "in_flight",
+            CallStatus::Ok => "ok",
+            CallStatus::Error => "error",
+            CallStatus::Canceled => "canceled",
+            CallStatus::Interrupted => "interrupted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<CallStatus> {
+        Some(match s {
+            "in_flight" => CallStatus::InFlight,
+            "ok" => CallStatus::Ok,
+            "error" => CallStatus::Error,
+            "canceled" => CallStatus::Canceled,
+            "interrupted" => CallStatus::Interrupted,
+            _ => return None,
+        })
+    }
+}
+
+/// Written as an in-flight row before the first upstream byte.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallStart {
+    /// Keyhaven's request id (also the `x-request-id` response header).
+    pub id: String,
+    pub started_ms: i64,
+    /// `openai_chat`, `anthropic`, ...
+    pub dialect: String,
+    /// The client, from its User-Agent (or its client token name).
+    pub client: String,
+    /// The model name the client asked for.
+    pub model: String,
+    /// The configured model's stable id, when the name resolved.
+    pub model_id: Option<String>,
+    pub provider: Option<String>,
+    pub upstream_model: Option<String>,
+    pub stream: bool,
+    /// The request body, redacted and capped; `None` when body capture is off.
+    pub request_body: Option<String>,
+}
+
+/// Finalises a row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallFinish {
+    pub id: String,
+    pub finished_ms: i64,
+    pub status: CallStatus,
+    pub http_status: Option<u16>,
+    pub usage: Usage,
+    /// True when the provider's final usage never arrived and `usage` is partial or estimated.
+    pub usage_estimated: bool,
+    /// Cost in micro-units of the price table's currency (USD): 1_000_000 = $1.
+    pub cost_micros: Option<i64>,
+    pub price_version: Option<String>,
+    pub ttft_ms: Option<i64>,
+    pub total_ms: i64,
+    pub retries: u32,
+    pub error_kind: Option<String>,
+    pub error_message: Option<String>,
+    pub response_body: Option<String>,
+}
