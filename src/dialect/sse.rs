@@ -33,3 +33,20 @@ pub fn write_event(out: &mut String, event: Option<&str>, data: &str) {
 
 /// An SSE comment line, used as a keep-alive toward clients while the upstream is silent.
 pub const KEEPALIVE: &str = ": keepalive\n\n";
+
+/// Parses a whole SSE text (a fixture) with the same parser `provider` uses on the wire.
+#[cfg(test)]
+pub fn parse_all(text: &str) -> Vec<SseEvent> {
+    use eventsource_stream::Eventsource;
+    use futures::StreamExt;
+
+    let chunks = futures::stream::iter([Ok::<_, std::convert::Infallible>(bytes::Bytes::from(text.to_owned()))]);
+    futures::executor::block_on(async {
+        chunks
+            .eventsource()
+            .filter_map(|ev| async move { ev.ok() })
+            .map(|ev| SseEvent { event: if ev.event == "message" { None } else { Some(ev.event) }, data: ev.data })
+            .collect()
+            .await
+    })
+}

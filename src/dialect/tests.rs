@@ -30,3 +30,18 @@ fn missing_fields_are_field_errors() {
     let err = from_json::<Probe>(b"{}").unwrap_err();
     assert!(matches!(err, DecodeError::Field { .. }), "{err:?}");
 }
+
+#[test]
+fn sse_fixture_parser_reads_events_and_data() {
+    let evs = crate::dialect::sse::parse_all("event: a\ndata: 1\ndata: 2\n\n: comment\ndata: x\n\n");
+    assert_eq!(evs.len(), 2);
+    assert_eq!(evs[0], crate::dialect::sse::SseEvent::new(Some("a"), "1\n2"));
+    assert_eq!(evs[1], crate::dialect::sse::SseEvent::new(None, "x"));
+}
+
+#[test]
+fn sse_writer_splits_multiline_data() {
+    let mut out = String::new();
+    crate::dialect::sse::write_event(&mut out, Some("e"), "a\nb");
+    assert_eq!(out, "event: e\ndata: a\ndata: b\n\n");
+}
