@@ -1,4 +1,7 @@
 //! Keyhaven engine: a local AI gateway. See ARCHITECTURE.md for the module map and invariants.
 
+pub mod config;
 pub mod dialect;
 pub mod model;
+pub mod secrets;
+pub mod task;

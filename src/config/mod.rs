@@ -1,0 +1,56 @@
+//! Configuration as a value. The file format (`config.toml`), its validation with messages that
+//! name the file, line and field, and [`EngineConfig`], the value the engine is started with.
+//!
+//! Invariant: nothing here reads the environment or global paths; the binary resolves paths and
+//! passes them in.
+
+mod file;
+
+pub use file::{
+    FileConfig, KeyRef, ModelCapabilities, ModelConfig, PriceOverride, ProviderConfig, ProviderKind, RetryConfig,
+    ServerConfig, TimeoutConfig, ToolsMode, load_str,
+};
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Everything the engine needs to start. Built by `main.rs` (or a test) and passed in.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Where the config file lives (for messages only; the content is in `file`).
+    pub config_path: Option<PathBuf>,
+    /// The SQLite database file.
+    pub database_path: PathBuf,
+    pub file: FileConfig,
+    /// Overrides `file.server.listen` (tests bind port 0).
+    pub listen: Option<SocketAddr>,
+}
+
+impl EngineConfig {
+    pub fn listen_addr(&self) -> SocketAddr {
+        self.listen.unwrap_or(self.file.server.listen)
+    }
+}
+
+/// The example configuration written on first run, every line commented out.
+pub const TEMPLATE: &str = include_str!("template.toml");
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{file}:{line}:{column}: {message}")]
+    Invalid { file: String, line: usize, column: usize, message: String },
+    #[error("{file}: {message}")]
+    Semantic { file: String, message: String },
+}
+
+impl ConfigError {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ConfigError::Invalid { .. } => "config_invalid",
+            ConfigError::Semantic { .. } => "config_semantic",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,105 @@
+//! Config parsing and validation tests.
+
+use crate::config::{ConfigError, KeyRef, ProviderKind, TEMPLATE, load_str};
+
+const GOOD: &str = r#"
+[server]
+listen = "127.0.0.1:5000"
+
+[[providers]]
+name = "ant"
+kind = "anthropic"
+base_url = "https://api.anthropic.com/v1/"
+key = "keyring:ant"
+
+[[providers]]
+name = "ds"
+kind = "openai"
+base_url = "https://api.deepseek.com/v1"
+key = "env:DEEPSEEK_API_KEY"
+
+[[models]]
+name = "sonnet"
+aliases = ["claude-sonnet-4-5"]
+provider = "ant"
+upstream = "claude-sonnet-4-5"
+price = { input = "3", output = "15" }
+"#;
+
+#[test]
+fn good_config_parses() {
+    let c = load_str("c.toml", GOOD).expect("valid");
+    assert_eq!(c.server.listen.port(), 5000);
+    assert_eq!(c.providers[0].kind, ProviderKind::Anthropic);
+    assert_eq!(c.providers[0].base_url(), "https://api.anthropic.com/v1");
+    assert_eq!(c.providers[1].key, Some(KeyRef::Env("DEEPSEEK_API_KEY".into())));
+    assert_eq!(c.models[0].aliases, vec!["claude-sonnet-4-5"]);
+}
+
+#[test]
+fn template_is_valid_and_empty() {
+    let c = load_str("t.toml", TEMPLATE).expect("template parses");
+    assert!(c.providers.is_empty() && c.models.is_empty());
+    // Uncommenting the examples must give a valid config too.
+    let uncommented: String = TEMPLATE
+        .lines()
+        .map(|l| l.strip_prefix("# ").filter(|rest| is_toml_line(rest)).unwrap_or(""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let c = load_str("t.toml", &uncommented).expect("uncommented template parses");
+    assert_eq!(c.providers.len(), 2);
+    assert_eq!(c.models.len(), 2);
+}
+
+#[test]
+fn unknown_field_names_line_and_field() {
+    let text = "[server]\nlisten = \"127.0.0.1:1\"\nlisen = 3\n";
+    let err = load_str("c.toml", text).unwrap_err();
+    let ConfigError::Invalid { line, message, .. } = &err else { panic!("{err:?}") };
+    assert_eq!(*line, 3);
+    assert!(message.contains("lisen"), "{message}");
+    assert!(err.to_string().starts_with("c.toml:3:"), "{err}");
+}
+
+#[test]
+fn plaintext_key_is_refused() {
+    let text = "[[providers]]\nname = \"x\"\nkind = \"openai\"\nbase_url = \"http://h\"\nkey = \"sk-abc123\"\n";
+    let err = load_str("c.toml", text).unwrap_err();
+    assert!(err.to_string().contains("keys themselves never go in the config file"), "{err}");
+    assert!(!err.to_string().contains("sk-abc123"), "the key must not be echoed: {err}");
+}
+
+#[test]
+fn model_with_unknown_provider_points_at_its_line() {
+    let text = GOOD.replace("provider = \"ant\"", "provider = \"nope\"");
+    let err = load_str("c.toml", &text).unwrap_err();
+    let ConfigError::Invalid { line, message, .. } = &err else { panic!("{err:?}") };
+    assert_eq!(*line, 20);
+    assert!(message.contains("no provider named `nope`"), "{message}");
+}
+
+#[test]
+fn duplicate_alias_is_refused() {
+    let text = format!("{GOOD}\n[[models]]\nname = \"claude-sonnet-4-5\"\nprovider = \"ds\"\nupstream = \"x\"\n");
+    let err = load_str("c.toml", &text).unwrap_err();
+    assert!(err.to_string().contains("used twice"), "{err}");
+}
+
+#[test]
+fn wrong_type_and_bad_url_are_refused() {
+    let err = load_str("c.toml", "[server]\nretention_days = \"x\"\n").unwrap_err();
+    assert!(matches!(err, ConfigError::Invalid { line: 2, .. }), "{err:?}");
+    let err = load_str("c.toml", "[[providers]]\nname = \"x\"\nkind = \"openai\"\nbase_url = \"ftp://h\"\n").unwrap_err();
+    assert!(err.to_string().contains("not an http(s) URL"), "{err}");
+    let err = load_str("c.toml", "[[providers]]\nname = \"x\"\nkind = \"gemini\"\nbase_url = \"http://h\"\n").unwrap_err();
+    assert!(matches!(err, ConfigError::Invalid { line: 3, .. }), "{err:?}");
+}
+
+/// A commented-out TOML line of the template (a table header or `key = value`), not prose.
+fn is_toml_line(rest: &str) -> bool {
+    if rest.starts_with('[') {
+        return true;
+    }
+    let Some((key, _)) = rest.split_once(" = ") else { return false };
+    !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
