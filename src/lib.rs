@@ -1,7 +1,11 @@
 //! Keyhaven engine: a local AI gateway. See ARCHITECTURE.md for the module map and invariants.
 
+pub mod api;
 pub mod config;
 pub mod dialect;
 pub mod model;
+pub mod pricing;
+pub mod provider;
 pub mod secrets;
+pub mod store;
 pub mod task;

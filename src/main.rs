@@ -1,2 +1,285 @@
-//! keyhaven binary.
-fn main() {}
+//! The `keyhaven` binary: the headless engine and its command line. The only place that reads
+//! the environment and the platform's directories; everything else gets its config as a value.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use keyhaven::app::Engine;
+use keyhaven::config::{self, EngineConfig, FileConfig};
+use keyhaven::pricing::PriceTable;
+use keyhaven::provider::Catalog;
+use keyhaven::secrets::{Keyring, OsKeyring, Secrets};
+use keyhaven::store::{CallFilter, Store, StoreOptions};
+use secrecy::SecretString;
+
+#[derive(Parser, Debug)]
+#[command(name = "keyhaven", version, about = "A local AI gateway for your own provider keys")]
+struct Cli {
+    /// The config file (default: the platform config dir, e.g. ~/.config/keyhaven/config.toml).
+    #[arg(long, global = true, env = "KEYHAVEN_CONFIG")]
+    config: Option<PathBuf>,
+    /// Where the call database lives (default: the platform data dir).
+    #[arg(long, global = true, env = "KEYHAVEN_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the gateway (the default).
+    Serve {
+        /// Listen address, overriding the config (loopback unless you mean otherwise).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+    },
+    /// List the configured models.
+    Models,
+    /// Manage provider keys in the OS keyring.
+    Key {
+        #[command(subcommand)]
+        action: KeyAction,
+    },
+    /// Tokens and cost by day and model.
+    Usage {
+        #[arg(long, default_value_t = 7)]
+        days: u32,
+    },
+    /// Recent calls.
+    Calls {
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum KeyAction {
+    /// Store a key (read from standard input) under NAME; reference it as key = "keyring:NAME".
+    Set { name: String },
+    /// Remove the key stored under NAME.
+    Rm { name: String },
+}
+
+struct Paths {
+    config: PathBuf,
+    database: PathBuf,
+}
+
+fn paths(cli: &Cli) -> anyhow::Result<Paths> {
+    let dirs = directories::ProjectDirs::from("dev", "keyhaven", "keyhaven");
+    let config = match (&cli.config, &dirs) {
+        (Some(p), _) => p.clone(),
+        (None, Some(d)) => d.config_dir().join("config.toml"),
+        (None, None) => bail!("cannot find a home directory; pass --config and --data-dir"),
+    };
+    let data = match (&cli.data_dir, &dirs) {
+        (Some(p), _) => p.clone(),
+        (None, Some(d)) => d.data_dir().to_path_buf(),
+        (None, None) => bail!("cannot find a home directory; pass --data-dir"),
+    };
+    Ok(Paths { config, database: data.join("keyhaven.db") })
+}
+
+/// Loads the config; on first run writes the commented template and says what to do next.
+fn load_config(path: &Path, out: &mut impl Write) -> anyhow::Result<FileConfig> {
+    if !path.exists() {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        std::fs::write(path, config::TEMPLATE).with_context(|| format!("writing {}", path.display()))?;
+        writeln!(
+            out,
+            "No configuration yet: wrote an example to {}.\nAdd a provider and a model there, store its key with `keyhaven key set NAME`, and restart.",
+            path.display()
+        )?;
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(config::load_str(&path.display().to_string(), &text)?)
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let paths = paths(&cli)?;
+    let mut out = std::io::stdout().lock();
+    match cli.command.unwrap_or(Command::Serve { listen: None }) {
+        Command::Serve { listen } => {
+            let file = load_config(&paths.config, &mut out)?;
+            drop(out);
+            serve(EngineConfig { config_path: Some(paths.config), database_path: paths.database, file, listen })
+        }
+        Command::Models => {
+            let file = load_config(&paths.config, &mut out)?;
+            let prices = PriceTable::builtin()?;
+            let catalog = Catalog::new(&file, &prices).map_err(anyhow::Error::msg)?;
+            if catalog.models().is_empty() {
+                writeln!(out, "No models configured. Edit {}.", paths.config.display())?;
+            }
+            writeln!(out, "{:<16}  {:<28}  {:<14}  {:<30}  price $/Mtok in/out", "ID", "NAME", "PROVIDER", "UPSTREAM")?;
+            for m in catalog.models() {
+                let price = m.price.map_or("-".to_owned(), |p| format!("{}/{}", dollars(p.input), dollars(p.output)));
+                writeln!(out, "{:<16}  {:<28}  {:<14}  {:<30}  {price}", m.id, m.name, m.provider, m.upstream)?;
+                if !m.aliases.is_empty() {
+                    writeln!(out, "{:<16}  aliases: {}", "", m.aliases.join(", "))?;
+                }
+            }
+            Ok(())
+        }
+        Command::Key { action } => key(action, &mut out),
+        Command::Usage { days } => usage(&paths.database, days, &mut out),
+        Command::Calls { limit } => calls(&paths.database, limit, &mut out),
+    }
+}
+
+fn dollars(micros_per_mtok: u64) -> String {
+    format!("{:.2}", micros_per_mtok as f64 / 1e6)
+}
+
+fn serve(config: EngineConfig) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async move {
+        let env = Arc::new(|name: &str| std::env::var(name).ok());
+        let secrets = Secrets::new(Arc::new(OsKeyring), env);
+        let models = config.file.models.len();
+        let engine = Engine::start(config, secrets).await?;
+        let addr = engine.local_addr();
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "Keyhaven is listening on http://{addr} ({models} models).")?;
+        writeln!(out, "  OpenAI:    OPENAI_BASE_URL=http://{addr}/v1")?;
+        writeln!(out, "  Anthropic: ANTHROPIC_BASE_URL=http://{addr}")?;
+        drop(out);
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        if !engine.shutdown(Duration::from_secs(10)).await {
+            tracing::warn!("some calls did not finish within 10 s");
+        }
+        Ok(())
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => return std::future::pending().await,
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+fn key(action: KeyAction, out: &mut impl Write) -> anyhow::Result<()> {
+    let keyring = OsKeyring;
+    match action {
+        KeyAction::Set { name } => {
+            let stdin = std::io::stdin();
+            if stdin.is_terminal() {
+                write!(out, "Paste the key for `{name}` and press Enter: ")?;
+                out.flush()?;
+            }
+            let mut line = String::new();
+            stdin.lock().read_line(&mut line)?;
+            let value = SecretString::from(line.trim().to_owned());
+            keyring.set(&name, &value).context("storing the key in the OS keyring")?;
+            writeln!(out, "Stored `{name}` in the OS keyring. Reference it as key = \"keyring:{name}\".")?;
+        }
+        KeyAction::Rm { name } => {
+            if keyring.delete(&name)? {
+                writeln!(out, "Removed `{name}`.")?;
+            } else {
+                writeln!(out, "No key named `{name}`.")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn open_store(db: &Path) -> anyhow::Result<Store> {
+    if !db.exists() {
+        bail!("no call history yet at {} (run `keyhaven serve` first)", db.display());
+    }
+    Ok(Store::open(db, StoreOptions::default())?)
+}
+
+fn usage(db: &Path, days: u32, out: &mut impl Write) -> anyhow::Result<()> {
+    let store = open_store(db)?;
+    let since = time::OffsetDateTime::now_utc() - time::Duration::days(i64::from(days.max(1)) - 1);
+    let since = format!("{:04}-{:02}-{:02}", since.year(), u8::from(since.month()), since.day());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rows = rt.block_on(store.usage_by_day(&since))?;
+    writeln!(
+        out,
+        "{:<10}  {:<28}  {:>6}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10}",
+        "DAY", "MODEL", "CALLS", "ERRORS", "INPUT", "OUTPUT", "CACHE RD", "CACHE WR", "COST $"
+    )?;
+    let mut total = 0i64;
+    for r in &rows {
+        total += r.cost_micros;
+        writeln!(
+            out,
+            "{:<10}  {:<28}  {:>6}  {:>6}  {:>10}  {:>10}  {:>10}  {:>10}  {:>10.4}",
+            r.day,
+            r.model,
+            r.calls,
+            r.errors,
+            r.usage.input_tokens,
+            r.usage.output_tokens,
+            r.usage.cache_read_tokens,
+            r.usage.cache_write_tokens,
+            r.cost_micros as f64 / 1e6
+        )?;
+    }
+    writeln!(out, "total cost since {since}: ${:.4}", total as f64 / 1e6)?;
+    store.close()?;
+    Ok(())
+}
+
+fn calls(db: &Path, limit: u32, out: &mut impl Write) -> anyhow::Result<()> {
+    let store = open_store(db)?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rows = rt.block_on(store.recent_calls(CallFilter { limit, ..CallFilter::default() }))?;
+    writeln!(
+        out,
+        "{:<20}  {:<11}  {:<12}  {:<24}  {:>8}  {:>8}  {:>8}  {:>9}  ERROR",
+        "STARTED (UTC)", "STATUS", "DIALECT", "MODEL", "IN", "OUT", "MS", "COST $"
+    )?;
+    for c in &rows {
+        let started = time::OffsetDateTime::from_unix_timestamp(c.started_ms / 1000)
+            .map(|t| format!("{:04}-{:02}-{:02} {:02}:{:02}:{:02}", t.year(), u8::from(t.month()), t.day(), t.hour(), t.minute(), t.second()))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "{:<20}  {:<11}  {:<12}  {:<24}  {:>8}  {:>8}  {:>8}  {:>9}  {}",
+            started,
+            c.status.as_str(),
+            c.dialect,
+            c.model,
+            c.usage.input_tokens + c.usage.cache_read_tokens + c.usage.cache_write_tokens,
+            c.usage.output_tokens,
+            c.total_ms.map_or("-".into(), |v| v.to_string()),
+            c.cost_micros.map_or("-".into(), |v| format!("{:.4}", v as f64 / 1e6)),
+            c.error_kind.as_deref().unwrap_or("")
+        )?;
+    }
+    store.close()?;
+    Ok(())
+}

@@ -77,5 +77,7 @@ pub struct CallFinish {
     pub retries: u32,
     pub error_kind: Option<String>,
     pub error_message: Option<String>,
+    /// Captured bodies (redacted, capped), written with the finish so a call costs two writes.
+    pub request_body: Option<String>,
     pub response_body: Option<String>,
 }

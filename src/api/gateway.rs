@@ -1,0 +1,194 @@
+//! Gateway handlers: `/v1/chat/completions`, `/v1/messages`, `/v1/models`.
+
+use std::convert::Infallible;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::api::{ApiError, ApiState, Inbound};
+use crate::dialect::openai_chat::StreamOptions;
+use crate::dialect::sse::KEEPALIVE;
+use crate::model::ErrorKind;
+use crate::provider::{CallContext, CallStream};
+
+/// How long a stream may be silent before a keep-alive comment goes to the client.
+const KEEPALIVE_EVERY: Duration = Duration::from_secs(15);
+
+pub async fn chat_completions(State(state): State<ApiState>, headers: HeaderMap, body: Body) -> Response {
+    handle(state, Inbound::OpenaiChat(StreamOptions::default()), headers, body).await
+}
+
+pub async fn messages(State(state): State<ApiState>, headers: HeaderMap, body: Body) -> Response {
+    handle(state, Inbound::Anthropic, headers, body).await
+}
+
+fn new_request_id() -> String {
+    format!("kh-{:016x}{:08x}", rand::random::<u64>(), rand::random::<u32>())
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn client_name(headers: &HeaderMap) -> String {
+    let ua = headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown");
+    ua.chars().take(120).collect()
+}
+
+async fn handle(state: ApiState, dialect: Inbound, headers: HeaderMap, body: Body) -> Response {
+    let arrived = Instant::now();
+    let id = new_request_id();
+    let body = match axum::body::to_bytes(body, state.max_request_bytes).await {
+        Ok(b) => b,
+        Err(_) => {
+            let msg = format!("request body exceeds {} bytes", state.max_request_bytes);
+            return with_headers(ApiError::new(dialect, ErrorKind::RequestTooLarge, msg).into_response(), &id, arrived, None);
+        }
+    };
+    let (req, dialect) = match dialect.decode(&body) {
+        Ok(r) => r,
+        Err(e) => return with_headers(ApiError::decode(dialect, &e).into_response(), &id, arrived, None),
+    };
+    let stream = req.stream;
+    let model = req.model.clone();
+    let ctx = CallContext {
+        id: id.clone(),
+        dialect: dialect.name(),
+        client: client_name(&headers),
+        request_body: Some(body),
+        cancel: state.shutdown.child_token(),
+    };
+    let call = match state.gateway.call(req, ctx).await {
+        Ok(call) => call,
+        Err(e) => return with_headers(ApiError::provider(dialect, &e).into_response(), &id, arrived, None),
+    };
+    if stream { stream_response(call, dialect, &id, &model) } else { whole_response(call, dialect, &id, &model).await }
+}
+
+/// Adds the request id and, when the call timings are known, the overhead header. Without
+/// timings (errors before any upstream call) all time was the engine's.
+fn with_headers(mut resp: Response, id: &str, arrived: Instant, upstream_wait: Option<Duration>) -> Response {
+    let engine = arrived.elapsed().saturating_sub(upstream_wait.unwrap_or_default());
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(id) {
+        h.insert("x-request-id", v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&format!("{:.3}", engine.as_secs_f64() * 1000.0)) {
+        h.insert("x-keyhaven-overhead-ms", v);
+    }
+    resp
+}
+
+fn route_headers(resp: &mut Response, call: &CallStream) {
+    let route = call.route();
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&route.provider.name) {
+        h.insert("x-keyhaven-provider", v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&route.model.name) {
+        h.insert("x-keyhaven-model", v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&(call.timings().retries + 1).to_string()) {
+        h.insert("x-keyhaven-attempts", v);
+    }
+}
+
+async fn whole_response(call: CallStream, dialect: Inbound, id: &str, model: &str) -> Response {
+    let mut head = Response::new(Body::empty());
+    route_headers(&mut head, &call);
+    let started = call.timings().started;
+    let (result, t) = call.collect().await;
+    let mut resp = match result {
+        Ok(mut resp) => {
+            resp.model = model.to_owned();
+            if resp.id.is_empty() {
+                resp.id = id.to_owned();
+            }
+            (StatusCode::OK, axum::Json(dialect.encode_response(&resp))).into_response()
+        }
+        Err(e) => ApiError::provider(dialect, &e).into_response(),
+    };
+    resp.headers_mut().extend(head.headers().clone());
+    // Engine time: preparing the request, plus everything after the last upstream event
+    // (assembling the answer, recording it). The rest was the upstream's.
+    let upstream = t.last_event.duration_since(started).saturating_sub(t.prepare);
+    with_headers(resp, id, started, Some(upstream))
+}
+
+fn stream_response(call: CallStream, dialect: Inbound, id: &str, model: &str) -> Response {
+    let encoder = dialect.stream_encoder(id, model, now_ms());
+    let mut head = Response::new(Body::empty());
+    route_headers(&mut head, &call);
+    let t = call.timings();
+    let upstream = t.first_event.duration_since(t.started).saturating_sub(t.prepare);
+    let body = futures::stream::unfold(Some((call, encoder)), |state| async move {
+        let (mut call, mut encoder) = state?;
+        let mut out = String::new();
+        loop {
+            tokio::select! {
+                ev = call.next() => match ev {
+                    Some(ev) => {
+                        encoder.encode(&ev, &mut out);
+                        if !out.is_empty() {
+                            return Some((Ok::<_, Infallible>(Bytes::from(out)), Some((call, encoder))));
+                        }
+                    }
+                    None => {
+                        encoder.finish(&mut out);
+                        return Some((Ok(Bytes::from(out)), None));
+                    }
+                },
+                () = tokio::time::sleep(KEEPALIVE_EVERY) => {
+                    return Some((Ok(Bytes::from_static(KEEPALIVE.as_bytes())), Some((call, encoder))));
+                }
+            }
+        }
+    });
+    let mut resp = Response::new(Body::from_stream(body));
+    let h = resp.headers_mut();
+    h.extend(head.headers().clone());
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    with_headers(resp, id, t.started, Some(upstream))
+}
+
+pub async fn models(State(state): State<ApiState>, headers: HeaderMap) -> Response {
+    let catalog = state.gateway.catalog();
+    let anthropic = headers.contains_key("anthropic-version");
+    let data: Vec<_> = catalog
+        .models()
+        .iter()
+        .map(|m| {
+            if anthropic {
+                json!({"type": "model", "id": m.name, "display_name": m.name, "created_at": "1970-01-01T00:00:00Z"})
+            } else {
+                json!({"id": m.name, "object": "model", "created": 0, "owned_by": m.provider})
+            }
+        })
+        .collect();
+    let body = if anthropic {
+        json!({"data": data, "has_more": false, "first_id": catalog.models().first().map(|m| m.name.clone()), "last_id": catalog.models().last().map(|m| m.name.clone())})
+    } else {
+        json!({"object": "list", "data": data})
+    };
+    axum::Json(body).into_response()
+}
+
+pub async fn health() -> Response {
+    axum::Json(json!({"status": "ok"})).into_response()
+}
+
+pub async fn not_found(uri: axum::http::Uri) -> Response {
+    let dialect = if uri.path().starts_with("/v1/messages") {
+        Inbound::Anthropic
+    } else {
+        Inbound::OpenaiChat(StreamOptions::default())
+    };
+    ApiError::new(dialect, ErrorKind::NotFound, format!("no route for {}", uri.path())).into_response()
+}

@@ -1,0 +1,71 @@
+//! The local-endpoint guard (security-reliability.md §2.2): exact `Host` allowlist (DNS
+//! rebinding), exact `Origin` check (a page on another origin gets nothing), and JSON-only POST (a
+//! cross-site "simple request" cannot carry a body without a preflight). No CORS headers are ever
+//! sent, so browsers never let another origin read a response.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{Method, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::api::{ApiError, Inbound};
+use crate::dialect::openai_chat::StreamOptions;
+use crate::model::ErrorKind;
+
+#[derive(Debug, Clone)]
+pub struct GuardConfig {
+    /// Exact `Host` header values accepted, e.g. `127.0.0.1:4937`, `localhost:4937`.
+    pub hosts: Vec<String>,
+    /// Exact `Origin` values accepted (browser UIs that are allowed to call). Empty: any request
+    /// carrying an `Origin` header is refused.
+    pub origins: Vec<String>,
+}
+
+impl GuardConfig {
+    /// The host names a loopback listener on `addr` answers to.
+    pub fn for_listener(addr: SocketAddr) -> GuardConfig {
+        let port = addr.port();
+        let mut hosts = vec![format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("[::1]:{port}")];
+        let own = addr.to_string();
+        if !hosts.contains(&own) {
+            hosts.push(own);
+        }
+        GuardConfig { hosts, origins: Vec::new() }
+    }
+}
+
+fn dialect_for(path: &str) -> Inbound {
+    if path.starts_with("/v1/messages") { Inbound::Anthropic } else { Inbound::OpenaiChat(StreamOptions::default()) }
+}
+
+pub async fn check(State(cfg): State<Arc<GuardConfig>>, req: Request, next: Next) -> Response {
+    let dialect = dialect_for(req.uri().path());
+    let headers = req.headers();
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).or_else(|| req.uri().authority().map(|a| a.as_str()));
+    let Some(host) = host.filter(|h| cfg.hosts.iter().any(|a| a.eq_ignore_ascii_case(h))) else {
+        return ApiError::new(dialect, ErrorKind::PermissionDenied, "Host not allowed").into_response();
+    };
+    let _ = host;
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let ok = origin.to_str().is_ok_and(|o| cfg.origins.iter().any(|a| a == o));
+        if !ok {
+            return ApiError::new(dialect, ErrorKind::PermissionDenied, "Origin not allowed").into_response();
+        }
+    }
+    if req.method() == Method::POST {
+        let json = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+        if !json {
+            let mut e = ApiError::new(dialect, ErrorKind::InvalidRequest, "Content-Type must be application/json");
+            e.status = axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE;
+            return e.into_response();
+        }
+    }
+    next.run(req).await
+}

@@ -1,0 +1,45 @@
+//! HTTP entry points: the OpenAI- and Anthropic-compatible gateway endpoints.
+//!
+//! Handlers are thin: decode with the inbound dialect, call [`crate::provider::Gateway`], encode.
+//! Every request passes the local-endpoint [`guard`] (exact Host, Origin, JSON-only POST).
+//! [`error::ApiError`] is the one place that maps an error to a status and a body in the
+//! caller's dialect.
+
+mod error;
+mod gateway;
+mod guard;
+mod inbound;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{get, post};
+
+pub use error::ApiError;
+pub use guard::GuardConfig;
+pub use inbound::Inbound;
+
+use crate::provider::Gateway;
+
+/// Shared state of the gateway router.
+#[derive(Clone, Debug)]
+pub struct ApiState {
+    pub gateway: Arc<Gateway>,
+    pub guard: Arc<GuardConfig>,
+    pub max_request_bytes: usize,
+    /// Cancelled at engine shutdown; every call takes a child token.
+    pub shutdown: tokio_util::sync::CancellationToken,
+}
+
+/// The gateway router. Tests drive it with `oneshot` or a server on port 0.
+pub fn router(state: ApiState) -> Router {
+    let guard = state.guard.clone();
+    Router::new()
+        .route("/v1/chat/completions", post(gateway::chat_completions))
+        .route("/v1/messages", post(gateway::messages))
+        .route("/v1/models", get(gateway::models))
+        .route("/health", get(gateway::health))
+        .fallback(gateway::not_found)
+        .layer(axum::middleware::from_fn_with_state(guard, guard::check))
+        .with_state(state)
+}

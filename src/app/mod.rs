@@ -1,0 +1,175 @@
+//! Wiring and start-up: the one place that connects config, store, provider and api.
+//! [`Engine`] owns the running engine (not `Clone`; consumed by [`Engine::shutdown`]);
+//! [`EngineHandle`] is the cheap handle for queries.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::api::{self, ApiState, GuardConfig};
+use crate::config::EngineConfig;
+use crate::model::{CallFinish, CallStart};
+use crate::pricing::PriceTable;
+use crate::provider::{Ack, CallSink, Catalog, Gateway, GatewayOptions};
+use crate::secrets::Secrets;
+use crate::store::{Store, StoreError, StoreOptions};
+use crate::task::Spawner;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot listen on {addr}: {source} (is another Keyhaven or another program using this port?)")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("the shipped price table is invalid: {0}")]
+    Pricing(String),
+    #[error("{0}")]
+    Catalog(String),
+}
+
+impl EngineError {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EngineError::Store(e) => e.kind(),
+            EngineError::Bind { .. } => "bind",
+            EngineError::Pricing(_) => "pricing",
+            EngineError::Catalog(_) => "catalog",
+        }
+    }
+}
+
+/// Connects the provider's call recorder to the store.
+struct StoreSink(Arc<Store>);
+
+impl CallSink for StoreSink {
+    fn start(&self, start: CallStart) -> Ack {
+        let ack = self.0.record_start(start);
+        Box::pin(async move {
+            if let Err(e) = ack.await {
+                tracing::warn!(error = %e, "call record (start) not written");
+            }
+        })
+    }
+
+    fn finish(&self, finish: CallFinish) -> Ack {
+        let ack = self.0.record_finish(finish);
+        Box::pin(async move {
+            if let Err(e) = ack.await {
+                tracing::warn!(error = %e, "call record (finish) not written");
+            }
+        })
+    }
+}
+
+/// A cheap handle to the running engine.
+#[derive(Debug, Clone)]
+pub struct EngineHandle {
+    pub gateway: Arc<Gateway>,
+    pub store: Arc<Store>,
+    pub addr: SocketAddr,
+}
+
+/// The running engine.
+#[derive(Debug)]
+pub struct Engine {
+    spawner: Spawner,
+    handle: EngineHandle,
+    database_path: PathBuf,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl Engine {
+    /// Opens the store (marking calls a previous process left in flight as interrupted), builds
+    /// the catalog and binds the gateway listener.
+    pub async fn start(config: EngineConfig, secrets: Secrets) -> Result<Engine, EngineError> {
+        let epoch = now_ms();
+        let db = config.database_path.clone();
+        let store = tokio::task::spawn_blocking(move || Store::open(&db, StoreOptions { epoch, ..StoreOptions::default() }))
+            .await
+            .map_err(|e| EngineError::Catalog(format!("store open task failed: {e}")))??;
+        let store = Arc::new(store);
+        let interrupted = store.interrupt_stale().await?;
+        if interrupted > 0 {
+            tracing::warn!(interrupted, "calls left in flight by a previous run are marked interrupted");
+        }
+        let prices = PriceTable::builtin().map_err(|e| EngineError::Pricing(e.to_string()))?;
+        let catalog = Catalog::new(&config.file, &prices).map_err(EngineError::Catalog)?;
+        let server = &config.file.server;
+        let gateway = Arc::new(Gateway::new(
+            catalog,
+            secrets,
+            Arc::new(StoreSink(store.clone())),
+            GatewayOptions {
+                timeouts: config.file.timeouts,
+                retry: config.file.retry,
+                capture_bodies: server.capture_bodies,
+                body_capture_limit: server.body_capture_limit,
+            },
+        ));
+        let addr = config.listen_addr();
+        if !addr.ip().is_loopback() {
+            tracing::warn!(%addr, "listening on a non-loopback address: other machines can reach this gateway");
+        }
+        let listener =
+            tokio::net::TcpListener::bind(addr).await.map_err(|source| EngineError::Bind { addr, source })?;
+        let addr = listener.local_addr().map_err(|source| EngineError::Bind { addr, source })?;
+        let spawner = Spawner::new();
+        let state = ApiState {
+            gateway: gateway.clone(),
+            guard: Arc::new(GuardConfig::for_listener(addr)),
+            max_request_bytes: server.max_request_bytes,
+            shutdown: spawner.root_token().child_token(),
+        };
+        let token = spawner.root_token().clone();
+        let app = api::router(state);
+        spawner.spawn_graceful(async move {
+            let serve = axum::serve(listener, app).with_graceful_shutdown(token.cancelled_owned());
+            if let Err(e) = serve.await {
+                tracing::error!(error = %e, "gateway listener stopped");
+            }
+        });
+        let retention = Duration::from_secs(u64::from(server.retention_days) * 86_400);
+        if !retention.is_zero() {
+            let store = store.clone();
+            spawner.spawn(spawner.root_token().child_token(), async move {
+                loop {
+                    let cutoff = now_ms() - i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+                    match store.prune(cutoff).await {
+                        Ok(n) if n > 0 => tracing::info!(deleted = n, "pruned calls past retention"),
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(error = %e, "pruning old calls failed"),
+                    }
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                }
+            });
+        }
+        tracing::info!(%addr, models = gateway.catalog().models().len(), "keyhaven gateway listening");
+        Ok(Engine { spawner, handle: EngineHandle { gateway, store, addr }, database_path: config.database_path })
+    }
+
+    pub fn handle(&self) -> EngineHandle {
+        self.handle.clone()
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.handle.addr
+    }
+
+    pub fn database_path(&self) -> &std::path::Path {
+        &self.database_path
+    }
+
+    /// Stops accepting, cancels running calls (their records are finalised as canceled), waits up
+    /// to `grace` for tasks to drain, then flushes the store. Returns false if tasks outlived `grace`.
+    pub async fn shutdown(self, grace: Duration) -> bool {
+        let drained = self.spawner.shutdown(grace).await;
+        if let Err(e) = self.handle.store.flush().await {
+            tracing::warn!(error = %e, "final store flush failed");
+        }
+        drained
+    }
+}

@@ -1,0 +1,147 @@
+//! The configured providers and models, and name resolution (display name, alias or stable id).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use crate::config::{FileConfig, KeyRef, ModelCapabilities, ProviderKind, ToolsMode};
+use crate::config::PriceOverride;
+use crate::pricing::{Price, PriceTable, PricingError, parse_amount};
+
+#[derive(Debug, Clone)]
+pub struct ProviderEntry {
+    pub name: String,
+    pub kind: ProviderKind,
+    /// Without a trailing slash, e.g. `https://api.anthropic.com/v1`.
+    pub base_url: String,
+    pub key: Option<KeyRef>,
+    pub reasoning_content: bool,
+    pub max_completion_tokens: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct ModelEntry {
+    /// Stable id: 16 hex characters of SHA-256 over base URL, upstream id, key name and display name.
+    pub id: String,
+    pub name: String,
+    pub aliases: Vec<String>,
+    pub provider: String,
+    pub upstream: String,
+    pub context_window: Option<u64>,
+    pub max_output_tokens: Option<u32>,
+    pub capabilities: ModelCapabilities,
+    pub tools: ToolsMode,
+    /// The price used for cost: the per-model override, else the shipped table's entry.
+    pub price: Option<Price>,
+}
+
+/// A resolved model and its provider.
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub model: Arc<ModelEntry>,
+    pub provider: Arc<ProviderEntry>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    models: Vec<Arc<ModelEntry>>,
+    by_name: HashMap<String, usize>,
+    providers: HashMap<String, Arc<ProviderEntry>>,
+    price_version: Option<String>,
+}
+
+/// The stable id of a model entry.
+pub fn model_id(base_url: &str, upstream: &str, key_name: &str, display_name: &str) -> String {
+    let mut h = Sha256::new();
+    for part in [base_url, upstream, key_name, display_name] {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    hex::encode(&h.finalize()[..8])
+}
+
+impl Catalog {
+    /// Builds the catalog from a validated config. Price overrides that do not parse are an error
+    /// naming the model.
+    pub fn new(config: &FileConfig, prices: &PriceTable) -> Result<Catalog, String> {
+        let mut providers = HashMap::new();
+        for p in &config.providers {
+            let openai = p.is_openai_itself();
+            providers.insert(
+                p.name().to_owned(),
+                Arc::new(ProviderEntry {
+                    name: p.name().to_owned(),
+                    kind: p.kind,
+                    base_url: p.base_url().to_owned(),
+                    key: p.key.clone(),
+                    reasoning_content: p.reasoning_content.unwrap_or(!openai),
+                    max_completion_tokens: p.max_completion_tokens.unwrap_or(openai),
+                }),
+            );
+        }
+        let mut catalog = Catalog { providers, price_version: Some(prices.version().to_owned()), ..Catalog::default() };
+        for m in &config.models {
+            let Some(provider) = catalog.providers.get(m.provider.get_ref()) else {
+                return Err(format!("model `{}`: unknown provider `{}`", m.name(), m.provider.get_ref()));
+            };
+            let key_name = provider.key.as_ref().map_or("", KeyRef::name);
+            let table_price = prices.lookup(provider.kind.as_str(), &m.upstream);
+            let price = match &m.price {
+                Some(o) => Some(override_price(table_price.unwrap_or_default(), o).map_err(|e| format!("model `{}`: price: {e}", m.name()))?),
+                None => table_price,
+            };
+            let entry = Arc::new(ModelEntry {
+                id: model_id(&provider.base_url, &m.upstream, key_name, m.name()),
+                name: m.name().to_owned(),
+                aliases: m.aliases.clone(),
+                provider: provider.name.clone(),
+                upstream: m.upstream.clone(),
+                context_window: m.context_window,
+                max_output_tokens: m.max_output_tokens,
+                capabilities: m.capabilities,
+                tools: m.tools,
+                price,
+            });
+            let idx = catalog.models.len();
+            for n in std::iter::once(&entry.name).chain(&entry.aliases).chain(std::iter::once(&entry.id)) {
+                catalog.by_name.entry(n.clone()).or_insert(idx);
+            }
+            catalog.models.push(entry);
+        }
+        Ok(catalog)
+    }
+
+    pub fn resolve(&self, name: &str) -> Option<Route> {
+        let model = self.models.get(*self.by_name.get(name)?)?.clone();
+        let provider = self.providers.get(&model.provider)?.clone();
+        Some(Route { model, provider })
+    }
+
+    pub fn models(&self) -> &[Arc<ModelEntry>] {
+        &self.models
+    }
+
+    pub fn provider(&self, name: &str) -> Option<&Arc<ProviderEntry>> {
+        self.providers.get(name)
+    }
+
+    pub fn price_version(&self) -> Option<&str> {
+        self.price_version.as_deref()
+    }
+}
+
+/// Replaces the fields an override names; the others keep the shipped table's values.
+fn override_price(mut price: Price, o: &PriceOverride) -> Result<Price, PricingError> {
+    for (field, value) in [
+        (&mut price.input, &o.input),
+        (&mut price.output, &o.output),
+        (&mut price.cache_read, &o.cache_read),
+        (&mut price.cache_write, &o.cache_write),
+    ] {
+        if let Some(v) = value {
+            *field = parse_amount(v)?;
+        }
+    }
+    Ok(price)
+}

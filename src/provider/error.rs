@@ -1,0 +1,79 @@
+//! Errors of a gateway call, with where they came from and whether another attempt may help.
+
+use std::time::Duration;
+
+use crate::model::{ErrorInfo, ErrorKind};
+use crate::secrets::SecretError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error("unknown model `{0}`")]
+    UnknownModel(String),
+    #[error("provider `{provider}` has no usable key: {source}")]
+    Key { provider: String, source: SecretError },
+    #[error("could not reach the provider: {0}")]
+    Connect(String),
+    #[error("the provider did not answer within {0:?} ({1})")]
+    Timeout(Duration, &'static str),
+    /// The provider answered with an error status.
+    #[error("provider error {status}: {}", info.message)]
+    Upstream { status: u16, info: ErrorInfo, retry_after: Option<Duration> },
+    #[error("the provider sent a malformed stream: {0}")]
+    Malformed(String),
+    #[error("the provider closed the stream before it finished")]
+    Disconnected,
+    #[error("the call was canceled")]
+    Canceled,
+}
+
+impl ProviderError {
+    /// A low-cardinality label for records and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ProviderError::UnknownModel(_) => "unknown_model",
+            ProviderError::Key { .. } => "key",
+            ProviderError::Connect(_) => "connect",
+            ProviderError::Timeout(..) => "timeout",
+            ProviderError::Upstream { info, .. } => info.kind.as_str(),
+            ProviderError::Malformed(_) => "malformed_upstream",
+            ProviderError::Disconnected => "upstream_disconnected",
+            ProviderError::Canceled => "canceled",
+        }
+    }
+
+    /// The error as the client sees it (in any dialect).
+    pub fn info(&self) -> ErrorInfo {
+        let kind = match self {
+            ProviderError::UnknownModel(_) => ErrorKind::NotFound,
+            ProviderError::Key { .. } => ErrorKind::Authentication,
+            ProviderError::Connect(_) | ProviderError::Malformed(_) | ProviderError::Disconnected => ErrorKind::Upstream,
+            ProviderError::Timeout(..) => ErrorKind::Timeout,
+            ProviderError::Upstream { info, .. } => info.kind,
+            ProviderError::Canceled => ErrorKind::Internal,
+        };
+        let message = match self {
+            ProviderError::Upstream { info, .. } => info.message.clone(),
+            other => other.to_string(),
+        };
+        ErrorInfo { kind, message }
+    }
+
+    /// The HTTP status to answer with before any byte was sent.
+    pub fn status(&self) -> u16 {
+        match self {
+            ProviderError::UnknownModel(_) => 404,
+            ProviderError::Key { .. } => 401,
+            ProviderError::Connect(_) | ProviderError::Malformed(_) | ProviderError::Disconnected => 502,
+            ProviderError::Timeout(..) => 504,
+            ProviderError::Upstream { status, .. } => *status,
+            ProviderError::Canceled => 499,
+        }
+    }
+
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ProviderError::Upstream { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! Upstream providers: the model catalog, the HTTP client (the only module that uses `reqwest`),
+//! retries and timeouts, stream normalisation into [`crate::model::StreamEvent`]s, and the call
+//! recorder.
+//!
+//! Invariants: no retry once anything reached the client; every call is recorded before the
+//! first upstream byte and finalised on every exit path, through a [`CallSink`] that `app`
+//! connects to the store (this module does not name `store`).
+
+mod catalog;
+mod error;
+mod gateway;
+mod recorder;
+mod retry;
+mod upstream;
+
+pub use catalog::{Catalog, ModelEntry, ProviderEntry, Route, model_id};
+pub use error::ProviderError;
+pub use gateway::{CallContext, CallStream, Gateway, GatewayOptions, Timings};
+pub use recorder::{Ack, CallSink, NullSink};
+pub use retry::parse_retry_after;

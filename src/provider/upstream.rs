@@ -1,0 +1,297 @@
+//! One upstream attempt over HTTP, and the upstream's SSE stream decoded into canonical events.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::time::Duration;
+
+use bytes::Bytes;
+use eventsource_stream::{EventStreamError, Eventsource};
+use futures::{Stream, StreamExt};
+use http::{HeaderMap, HeaderValue, header};
+use secrecy::{ExposeSecret, SecretString};
+use tokio::time::Instant;
+
+use crate::config::ProviderKind;
+use crate::dialect::sse::SseEvent;
+use crate::dialect::{DecodeError, anthropic, openai_chat};
+use crate::model::{self, ErrorInfo, StreamEvent};
+use crate::provider::error::ProviderError;
+use crate::provider::retry::parse_retry_after;
+use crate::provider::{ProviderEntry, Route};
+
+/// The Anthropic API version Keyhaven speaks.
+const ANTHROPIC_VERSION: &str = "2023-06-01";
+/// The largest single SSE event accepted from an upstream.
+const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+
+/// An encoded request, reused across attempts.
+#[derive(Debug)]
+pub struct Prepared {
+    pub url: String,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub kind: ProviderKind,
+}
+
+pub fn prepare(route: &Route, req: &model::Request, key: Option<&SecretString>) -> Result<Prepared, ProviderError> {
+    let p: &ProviderEntry = &route.provider;
+    let mut headers = HeaderMap::new();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(header::ACCEPT, HeaderValue::from_static("text/event-stream"));
+    let secret_header = |value: String| {
+        let mut v = HeaderValue::from_str(&value)
+            .map_err(|_| ProviderError::Connect(format!("provider `{}`: the key has invalid characters", p.name)))?;
+        v.set_sensitive(true);
+        Ok::<_, ProviderError>(v)
+    };
+    let (url, body) = match p.kind {
+        ProviderKind::Openai => {
+            if let Some(key) = key {
+                headers.insert(header::AUTHORIZATION, secret_header(format!("Bearer {}", key.expose_secret()))?);
+            }
+            let opts = openai_chat::EncodeOptions {
+                reasoning_content: p.reasoning_content,
+                max_tokens_field: if p.max_completion_tokens {
+                    openai_chat::MaxTokensField::MaxCompletionTokens
+                } else {
+                    openai_chat::MaxTokensField::MaxTokens
+                },
+                reasoning_effort: route.model.capabilities.thinking,
+            };
+            (format!("{}/chat/completions", p.base_url), openai_chat::encode_request(req, &route.model.upstream, &opts))
+        }
+        ProviderKind::Anthropic => {
+            if let Some(key) = key {
+                headers.insert("x-api-key", secret_header(key.expose_secret().to_owned())?);
+            }
+            headers.insert("anthropic-version", HeaderValue::from_static(ANTHROPIC_VERSION));
+            let opts = anthropic::EncodeOptions { default_max_tokens: route.model.max_output_tokens.unwrap_or(8192) };
+            (format!("{}/messages", p.base_url), anthropic::encode_request(req, &route.model.upstream, &opts))
+        }
+    };
+    let body = serde_json::to_vec(&body).map_err(|e| ProviderError::Malformed(e.to_string()))?;
+    Ok(Prepared { url, headers, body: Bytes::from(body), kind: p.kind })
+}
+
+/// Sends one attempt and waits for the response head. Non-2xx statuses become
+/// [`ProviderError::Upstream`] with the upstream's error decoded in its dialect.
+pub async fn send(http: &reqwest::Client, p: &Prepared) -> Result<reqwest::Response, ProviderError> {
+    let resp = http
+        .post(&p.url)
+        .headers(p.headers.clone())
+        .body(p.body.clone())
+        .send()
+        .await
+        .map_err(|e| ProviderError::Connect(describe(&e)))?;
+    let status = resp.status().as_u16();
+    if (200..300).contains(&status) {
+        return Ok(resp);
+    }
+    let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let retry_after = parse_retry_after(
+        header("retry-after-ms").as_deref(),
+        header("retry-after").as_deref(),
+        std::time::SystemTime::now(),
+    );
+    // Error bodies are small; cap what is read anyway.
+    let body = read_capped(resp, 64 * 1024).await;
+    let info = match p.kind {
+        ProviderKind::Openai => openai_chat::decode_error(status, &body),
+        ProviderKind::Anthropic => anthropic::decode_error(status, &body),
+    };
+    Err(ProviderError::Upstream { status, info, retry_after })
+}
+
+async fn read_capped(resp: reqwest::Response, cap: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut stream = resp.bytes_stream();
+    while let Some(Ok(chunk)) = stream.next().await {
+        let room = cap.saturating_sub(out.len());
+        out.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if out.len() >= cap {
+            break;
+        }
+    }
+    out
+}
+
+/// A reqwest error without the URL's query or any header (nothing secret).
+fn describe(e: &reqwest::Error) -> String {
+    let what = if e.is_connect() {
+        "connection failed"
+    } else if e.is_timeout() {
+        "timed out"
+    } else if e.is_body() || e.is_decode() {
+        "bad response body"
+    } else {
+        "request failed"
+    };
+    let mut cause = String::new();
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        cause = s.to_string();
+        src = s.source();
+    }
+    if cause.is_empty() { what.to_owned() } else { format!("{what}: {cause}") }
+}
+
+enum Decoder {
+    Openai(openai_chat::StreamDecoder),
+    Anthropic(anthropic::StreamDecoder),
+}
+
+impl Decoder {
+    fn decode(&mut self, ev: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
+        match self {
+            Decoder::Openai(d) => d.decode(ev, out),
+            Decoder::Anthropic(d) => d.decode(ev, out),
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        match self {
+            Decoder::Openai(d) => d.is_done(),
+            Decoder::Anthropic(d) => d.is_done(),
+        }
+    }
+
+    fn finish(&mut self, out: &mut Vec<StreamEvent>) {
+        match self {
+            Decoder::Openai(d) => d.finish(out),
+            Decoder::Anthropic(d) => d.finish(out),
+        }
+    }
+}
+
+/// A transport failure while reading the upstream body, already described without secrets.
+#[derive(Debug)]
+struct TransportError(String);
+
+impl std::fmt::Display for TransportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+type SseStream = Pin<Box<dyn Stream<Item = Result<eventsource_stream::Event, EventStreamError<TransportError>>> + Send>>;
+
+/// The upstream's events, decoded. [`EventStream::next`] is cancel-safe.
+pub struct EventStream {
+    sse: SseStream,
+    decoder: Decoder,
+    pending: VecDeque<StreamEvent>,
+    scratch: Vec<StreamEvent>,
+    ended: bool,
+    idle: Duration,
+    deadline: Instant,
+    last_activity: Instant,
+}
+
+impl std::fmt::Debug for EventStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventStream").field("ended", &self.ended).finish_non_exhaustive()
+    }
+}
+
+impl EventStream {
+    pub fn new(resp: reqwest::Response, kind: ProviderKind, idle: Duration, deadline: Instant) -> EventStream {
+        // Bound what one event may buffer: an upstream that never ends an event is cut off.
+        let mut since_boundary = 0usize;
+        let bytes = resp.bytes_stream().map(move |chunk| {
+            let chunk = chunk.map_err(|e| TransportError(describe(&e)))?;
+            match chunk.iter().rposition(|&b| b == b'\n') {
+                Some(pos) => since_boundary = chunk.len() - pos - 1,
+                None => since_boundary += chunk.len(),
+            }
+            if since_boundary > MAX_EVENT_BYTES {
+                return Err(TransportError(format!("an event exceeded {MAX_EVENT_BYTES} bytes")));
+            }
+            Ok(chunk)
+        });
+        let sse = bytes.eventsource().boxed();
+        let decoder = match kind {
+            ProviderKind::Openai => Decoder::Openai(openai_chat::StreamDecoder::new()),
+            ProviderKind::Anthropic => Decoder::Anthropic(anthropic::StreamDecoder::new()),
+        };
+        EventStream {
+            sse,
+            decoder,
+            pending: VecDeque::new(),
+            scratch: Vec::new(),
+            ended: false,
+            idle,
+            deadline,
+            last_activity: Instant::now(),
+        }
+    }
+
+    /// The next canonical event; `None` once the upstream finished cleanly.
+    pub async fn next(&mut self) -> Option<Result<StreamEvent, ProviderError>> {
+        loop {
+            if let Some(ev) = self.pending.pop_front() {
+                return Some(Ok(ev));
+            }
+            if self.ended {
+                return None;
+            }
+            let idle_at = (self.last_activity + self.idle).min(self.deadline);
+            let item = tokio::select! {
+                item = self.sse.next() => item,
+                () = tokio::time::sleep_until(idle_at) => {
+                    self.ended = true;
+                    let which = if idle_at == self.deadline { "total" } else { "idle between chunks" };
+                    return Some(Err(ProviderError::Timeout(self.idle, which)));
+                }
+            };
+            self.last_activity = Instant::now();
+            match item {
+                Some(Ok(ev)) => {
+                    let ev = SseEvent { event: (ev.event != "message").then_some(ev.event), data: ev.data };
+                    if let Err(e) = self.decoder.decode(&ev, &mut self.scratch) {
+                        self.ended = true;
+                        return Some(Err(ProviderError::Malformed(e.to_string())));
+                    }
+                    self.pending.extend(self.scratch.drain(..));
+                    if self.decoder.is_done() {
+                        self.decoder.finish(&mut self.scratch);
+                        self.pending.extend(self.scratch.drain(..));
+                        self.ended = true;
+                    }
+                }
+                Some(Err(EventStreamError::Transport(e))) => {
+                    self.ended = true;
+                    return Some(Err(ProviderError::Connect(e.0)));
+                }
+                Some(Err(e)) => {
+                    self.ended = true;
+                    return Some(Err(ProviderError::Malformed(e.to_string())));
+                }
+                None => {
+                    self.ended = true;
+                    self.decoder.finish(&mut self.scratch);
+                    self.pending.extend(self.scratch.drain(..));
+                    // A stream that ends without its terminal marker was cut.
+                    if !self.pending.iter().any(|e| matches!(e, StreamEvent::Stop { .. })) {
+                        return Some(Err(ProviderError::Disconnected));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// An in-stream error event as a provider error (used when it arrives before the first byte).
+pub fn stream_error(info: &ErrorInfo) -> ProviderError {
+    let status = match info.kind {
+        model::ErrorKind::RateLimited => 429,
+        model::ErrorKind::Overloaded => 529,
+        model::ErrorKind::InvalidRequest => 400,
+        model::ErrorKind::Authentication => 401,
+        model::ErrorKind::PermissionDenied => 403,
+        model::ErrorKind::NotFound => 404,
+        model::ErrorKind::RequestTooLarge => 413,
+        model::ErrorKind::Timeout => 504,
+        model::ErrorKind::Upstream | model::ErrorKind::Internal => 502,
+    };
+    ProviderError::Upstream { status, info: info.clone(), retry_after: None }
+}
