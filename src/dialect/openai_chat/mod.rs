@@ -3,12 +3,26 @@
 //!
 //! Inbound: [`decode_request`], [`encode_response`], [`StreamEncoder`], [`encode_error`].
 //! Outbound: [`encode_request`], [`decode_response`], [`StreamDecoder`], [`decode_error`].
+//!
+//! Vendor dialects handled here:
+//! - DeepSeek's `reasoning_content` (requests, responses, stream deltas) and its
+//!   `prompt_cache_hit_tokens` usage field; OpenRouter's `delta.reasoning`; Kimi's top-level
+//!   `usage.cached_tokens`.
+//! - Vendors that put every streamed tool call at `index` 0 and tell them apart only by `id`.
+//!
+//! Everything here is pure: no I/O, no clock, no randomness. Decoders never panic.
+
+mod decode;
+mod encode;
+mod stream;
+mod types;
 
 use serde_json::Value;
 
 use crate::dialect::DecodeError;
-use crate::dialect::sse::SseEvent;
 use crate::model;
+
+pub use stream::{StreamDecoder, StreamEncoder};
 
 /// What an inbound request asks of the stream beyond the canonical request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -34,89 +48,45 @@ pub struct EncodeOptions {
     /// the next turn when thinking and tools are combined; OpenAI itself does not accept it).
     pub reasoning_content: bool,
     pub max_tokens_field: MaxTokensField,
+    /// Send `reasoning_effort` when the request asks for thinking (OpenAI's reasoning models and
+    /// vendors that copy the knob). Off by default: many compatible vendors reject the field.
+    pub reasoning_effort: bool,
 }
 
+/// Decodes an inbound `/v1/chat/completions` body into the canonical request.
+///
+/// Fails with [`DecodeError::Field`] (with the JSON path) for wrong types, and with
+/// [`DecodeError::Invalid`] for content this gateway cannot represent (`n > 1`, audio or file
+/// parts, an empty `messages` array, ...). Unknown fields are ignored.
 pub fn decode_request(body: &[u8]) -> Result<(model::Request, StreamOptions), DecodeError> {
-    let _ = body;
-    unimplemented!()
+    decode::decode_request(body)
 }
 
+/// A complete `chat.completion` body for a non-streaming client.
 pub fn encode_response(resp: &model::Response) -> Value {
-    let _ = resp;
-    unimplemented!()
+    encode::encode_response(resp)
 }
 
-/// The body of an error response in this dialect.
+/// The body of an error response in this dialect:
+/// `{"error": {"message", "type", "param": null, "code"}}`.
 pub fn encode_error(error: &model::ErrorInfo) -> Value {
-    let _ = error;
-    unimplemented!()
+    encode::encode_error(error)
 }
 
 /// Outbound request body for `upstream_model`. Always asks for a stream with usage.
 pub fn encode_request(req: &model::Request, upstream_model: &str, opts: &EncodeOptions) -> Value {
-    let _ = (req, upstream_model, opts);
-    unimplemented!()
+    encode::encode_request(req, upstream_model, opts)
 }
 
+/// Decodes an upstream (non-streamed) `chat.completion` body.
 pub fn decode_response(body: &[u8]) -> Result<model::Response, DecodeError> {
-    let _ = body;
-    unimplemented!()
+    decode::decode_response(body)
 }
 
 /// The error an upstream reported with a non-2xx `status` and `body` (any body, even not JSON).
 pub fn decode_error(status: u16, body: &[u8]) -> model::ErrorInfo {
-    let _ = (status, body);
-    unimplemented!()
+    decode::decode_error(status, body)
 }
 
-/// Turns canonical stream events into `chat.completion.chunk` SSE text.
-#[derive(Debug)]
-pub struct StreamEncoder {}
-
-impl StreamEncoder {
-    pub fn new(id: &str, model: &str, created_ms: i64, opts: StreamOptions) -> StreamEncoder {
-        let _ = (id, model, created_ms, opts);
-        unimplemented!()
-    }
-
-    /// Appends the SSE text for `event` to `out` (possibly nothing).
-    pub fn encode(&mut self, event: &model::StreamEvent, out: &mut String) {
-        let _ = (event, out);
-        unimplemented!()
-    }
-
-    /// Appends whatever ends the stream (`data: [DONE]`).
-    pub fn finish(&mut self, out: &mut String) {
-        let _ = out;
-        unimplemented!()
-    }
-}
-
-/// Turns upstream `chat.completion.chunk` events into canonical stream events.
-#[derive(Debug, Default)]
-pub struct StreamDecoder {}
-
-impl StreamDecoder {
-    pub fn new() -> StreamDecoder {
-        StreamDecoder::default()
-    }
-
-    /// Decodes one upstream event (a chunk may map to none or several events). An `error` object
-    /// in the stream becomes [`model::StreamEvent::Error`]. Returns an error only for data that is
-    /// not JSON.
-    pub fn decode(&mut self, event: &SseEvent, out: &mut Vec<model::StreamEvent>) -> Result<(), DecodeError> {
-        let _ = (event, out);
-        unimplemented!()
-    }
-
-    /// True once `data: [DONE]` was seen.
-    pub fn is_done(&self) -> bool {
-        unimplemented!()
-    }
-
-    /// Closes whatever is still open when the upstream stream ends.
-    pub fn finish(&mut self, out: &mut Vec<model::StreamEvent>) {
-        let _ = out;
-        unimplemented!()
-    }
-}
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,356 @@
+//! Decoding: inbound requests, upstream responses and upstream error bodies.
+
+use serde_json::Value;
+
+use crate::dialect::openai_chat::StreamOptions;
+use crate::dialect::openai_chat::types::{ChatCompletion, ChatRequest, Content, InMessage, InPart, InToolCall};
+use crate::dialect::{DecodeError, from_json};
+use crate::model::{
+    self, Effort, ErrorInfo, ErrorKind, ImageSource, Message, Part, Role, SamplingParams, StopReason, ThinkingConfig,
+    ToolChoice, ToolDef,
+};
+
+/// The longest slice of a non-JSON error body kept as the error message.
+const MAX_ERROR_BODY_CHARS: usize = 500;
+
+pub(crate) fn decode_request(body: &[u8]) -> Result<(model::Request, StreamOptions), DecodeError> {
+    let req: ChatRequest = from_json(body)?;
+
+    if req.model.trim().is_empty() {
+        return Err(DecodeError::Invalid("`model` must be a non-empty string".into()));
+    }
+    if req.messages.is_empty() {
+        return Err(DecodeError::Invalid("`messages` must contain at least one message".into()));
+    }
+    if req.n.is_some_and(|n| n > 1) {
+        return Err(DecodeError::Invalid("n > 1 is not supported".into()));
+    }
+
+    let messages =
+        req.messages.into_iter().enumerate().map(|(i, m)| decode_message(i, m)).collect::<Result<Vec<_>, _>>()?;
+
+    let mut tools = Vec::new();
+    for (i, tool) in req.tools.unwrap_or_default().into_iter().enumerate() {
+        let kind = tool.kind.as_deref().unwrap_or("function");
+        if kind != "function" {
+            return Err(DecodeError::Invalid(format!("tools[{i}]: tool type `{kind}` is not supported")));
+        }
+        let Some(function) = tool.function else {
+            return Err(DecodeError::Invalid(format!("tools[{i}]: a function tool needs a `function` object")));
+        };
+        if function.name.is_empty() {
+            return Err(DecodeError::Invalid(format!("tools[{i}]: the function name must not be empty")));
+        }
+        tools.push(ToolDef {
+            name: function.name,
+            description: function.description,
+            parameters: function
+                .parameters
+                .filter(|p| !p.is_null())
+                .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}})),
+            cache: None,
+        });
+    }
+
+    let tool_choice = match req.tool_choice {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(decode_tool_choice(&v)?),
+    };
+
+    let thinking = match req.reasoning_effort.as_deref() {
+        None | Some("none") => None,
+        Some(effort) => Some(ThinkingConfig { budget_tokens: None, effort: Some(decode_effort(effort)?) }),
+    };
+
+    let params = SamplingParams {
+        max_tokens: req.max_completion_tokens.or(req.max_tokens),
+        temperature: req.temperature,
+        top_p: req.top_p,
+        top_k: req.top_k,
+        stop: req.stop.map(|s| s.0).unwrap_or_default(),
+        seed: req.seed,
+        presence_penalty: req.presence_penalty,
+        frequency_penalty: req.frequency_penalty,
+    };
+
+    let opts = StreamOptions { include_usage: req.stream_options.and_then(|o| o.include_usage).unwrap_or(false) };
+    let request = model::Request {
+        model: req.model,
+        messages,
+        tools,
+        tool_choice,
+        params,
+        thinking,
+        stream: req.stream.unwrap_or(false),
+        parallel_tool_calls: req.parallel_tool_calls,
+        user: req.user,
+    };
+    Ok((request, opts))
+}
+
+fn decode_effort(effort: &str) -> Result<Effort, DecodeError> {
+    Ok(match effort {
+        "minimal" => Effort::Minimal,
+        "low" => Effort::Low,
+        "medium" => Effort::Medium,
+        "high" => Effort::High,
+        other => {
+            return Err(DecodeError::Invalid(format!(
+                "reasoning_effort `{other}` is not supported (expected minimal, low, medium or high)"
+            )));
+        }
+    })
+}
+
+fn decode_tool_choice(v: &Value) -> Result<ToolChoice, DecodeError> {
+    match v {
+        Value::String(s) => match s.as_str() {
+            "auto" => Ok(ToolChoice::Auto),
+            "none" => Ok(ToolChoice::None),
+            "required" => Ok(ToolChoice::Required),
+            other => Err(DecodeError::Invalid(format!(
+                "tool_choice `{other}` is not supported (expected auto, none, required or a function)"
+            ))),
+        },
+        Value::Object(obj) => {
+            let kind = obj.get("type").and_then(Value::as_str).unwrap_or("function");
+            if kind != "function" {
+                return Err(DecodeError::Invalid(format!("tool_choice type `{kind}` is not supported")));
+            }
+            match obj.get("function").and_then(|f| f.get("name")).and_then(Value::as_str) {
+                Some(name) if !name.is_empty() => Ok(ToolChoice::Tool { name: name.to_owned() }),
+                _ => Err(DecodeError::Field {
+                    path: "tool_choice.function.name".into(),
+                    message: "expected a non-empty function name".into(),
+                }),
+            }
+        }
+        _ => Err(DecodeError::Field {
+            path: "tool_choice".into(),
+            message: "expected \"auto\", \"none\", \"required\" or {\"type\": \"function\", ...}".into(),
+        }),
+    }
+}
+
+fn decode_message(i: usize, m: InMessage) -> Result<Message, DecodeError> {
+    match m.role.as_str() {
+        "system" | "developer" => {
+            Ok(Message { role: Role::System, content: decode_content(i, m.content, ContentRole::System)? })
+        }
+        "user" => Ok(Message { role: Role::User, content: decode_content(i, m.content, ContentRole::User)? }),
+        "assistant" => decode_assistant(i, m),
+        "tool" | "function" => {
+            let id = if m.role == "tool" { m.tool_call_id } else { m.tool_call_id.or(m.name) };
+            let Some(tool_use_id) = id.filter(|id| !id.is_empty()) else {
+                return Err(DecodeError::Invalid(format!(
+                    "messages[{i}]: a `{}` message needs a non-empty `tool_call_id`",
+                    m.role
+                )));
+            };
+            let content = decode_content(i, m.content, ContentRole::Tool)?;
+            Ok(Message { role: Role::Tool, content: vec![Part::ToolResult { tool_use_id, content, is_error: false }] })
+        }
+        other => Err(DecodeError::Invalid(format!(
+            "messages[{i}]: role `{other}` is not supported (expected system, developer, user, assistant or tool)"
+        ))),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ContentRole {
+    System,
+    User,
+    Assistant,
+    Tool,
+}
+
+fn decode_content(i: usize, content: Option<Content>, role: ContentRole) -> Result<Vec<Part>, DecodeError> {
+    match content {
+        None => Ok(Vec::new()),
+        // An empty assistant string (common next to `tool_calls`) is no content at all.
+        Some(Content::Text(text)) if text.is_empty() && role == ContentRole::Assistant => Ok(Vec::new()),
+        Some(Content::Text(text)) => Ok(vec![Part::text(text)]),
+        Some(Content::Parts(parts)) => parts.into_iter().enumerate().map(|(j, p)| decode_part(i, j, p, role)).collect(),
+    }
+}
+
+fn decode_part(i: usize, j: usize, part: InPart, role: ContentRole) -> Result<Part, DecodeError> {
+    let path = format!("messages[{i}].content[{j}]");
+    match part.kind.as_str() {
+        "text" => match part.text {
+            Some(text) => Ok(Part::text(text)),
+            None => Err(DecodeError::Field { path: format!("{path}.text"), message: "missing field `text`".into() }),
+        },
+        "refusal" if role == ContentRole::Assistant => Ok(Part::text(part.refusal.unwrap_or_default())),
+        "image_url" if role == ContentRole::User => match part.image_url {
+            Some(image) => Ok(Part::Image { source: ImageSource::from_url(&image.url), cache: None }),
+            None => Err(DecodeError::Field {
+                path: format!("{path}.image_url"),
+                message: "missing field `image_url`".into(),
+            }),
+        },
+        "image_url" => Err(DecodeError::Invalid(format!("{path}: images are only supported in user messages"))),
+        other => Err(DecodeError::Invalid(format!("{path}: content part type `{other}` is not supported"))),
+    }
+}
+
+fn decode_assistant(i: usize, m: InMessage) -> Result<Message, DecodeError> {
+    let mut content = Vec::new();
+    if let Some(reasoning) = m.reasoning_content.filter(|r| !r.is_empty()) {
+        content.push(Part::Thinking { text: reasoning, signature: None });
+    }
+    content.extend(decode_content(i, m.content, ContentRole::Assistant)?);
+    for (j, call) in m.tool_calls.unwrap_or_default().into_iter().enumerate() {
+        content.push(
+            decode_tool_call(call)
+                .map_err(|msg| DecodeError::Invalid(format!("messages[{i}].tool_calls[{j}]: {msg}")))?,
+        );
+    }
+    Ok(Message { role: Role::Assistant, content })
+}
+
+/// A `tool_calls` entry (request history or upstream response) as a [`Part::ToolUse`].
+fn decode_tool_call(call: InToolCall) -> Result<Part, String> {
+    if let Some(kind) = call.kind.as_deref()
+        && kind != "function"
+    {
+        return Err(format!("tool call type `{kind}` is not supported"));
+    }
+    let input = match call.function.arguments {
+        None | Some(Value::Null) => model::parse_arguments(""),
+        Some(Value::String(raw)) => model::parse_arguments(&raw),
+        Some(other) => other,
+    };
+    Ok(Part::ToolUse { id: call.id.unwrap_or_default(), name: call.function.name, input })
+}
+
+/// Maps a `finish_reason` onto the canonical stop reason.
+pub(crate) fn stop_reason(finish_reason: &str) -> StopReason {
+    match finish_reason {
+        "stop" => StopReason::EndTurn,
+        "length" => StopReason::MaxTokens,
+        "tool_calls" | "function_call" => StopReason::ToolUse,
+        "content_filter" => StopReason::ContentFilter,
+        other => StopReason::Other(other.to_owned()),
+    }
+}
+
+pub(crate) fn decode_response(body: &[u8]) -> Result<model::Response, DecodeError> {
+    let completion: ChatCompletion = from_json(body)?;
+    let choice = completion.choices.and_then(|c| c.into_iter().next());
+
+    let mut content = Vec::new();
+    let mut stop = None;
+    if let Some(choice) = choice {
+        stop = choice.finish_reason.as_deref().map(stop_reason);
+        if let Some(message) = choice.message {
+            if let Some(reasoning) = message.reasoning_content.or(message.reasoning).filter(|r| !r.is_empty()) {
+                content.push(Part::Thinking { text: reasoning, signature: None });
+            }
+            match message.content {
+                Some(Content::Text(text)) if !text.is_empty() => content.push(Part::text(text)),
+                Some(Content::Parts(parts)) => {
+                    for part in parts {
+                        if let Some(text) = part.text.or(part.refusal).filter(|t| !t.is_empty()) {
+                            content.push(Part::text(text));
+                        }
+                    }
+                }
+                _ => {}
+            }
+            if let Some(refusal) = message.refusal.filter(|r| !r.is_empty()) {
+                content.push(Part::text(refusal));
+            }
+            for (j, call) in message.tool_calls.unwrap_or_default().into_iter().enumerate() {
+                content.push(
+                    decode_tool_call(call)
+                        .map_err(|msg| DecodeError::Invalid(format!("choices[0].message.tool_calls[{j}]: {msg}")))?,
+                );
+            }
+        }
+    }
+
+    Ok(model::Response {
+        id: completion.id.unwrap_or_default(),
+        model: completion.model.unwrap_or_default(),
+        content,
+        stop_reason: stop,
+        stop_sequence: None,
+        usage: completion.usage.map(|u| u.to_usage()).unwrap_or_default(),
+        created_ms: completion.created.unwrap_or(0).saturating_mul(1000),
+    })
+}
+
+pub(crate) fn decode_error(status: u16, body: &[u8]) -> ErrorInfo {
+    let base = ErrorKind::from_status(status);
+    let parsed: Option<Value> = serde_json::from_slice(body).ok();
+    if let Some(value) = &parsed
+        && let Some(info) = error_from_json(value, base)
+    {
+        return info;
+    }
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    let message = if text.is_empty() {
+        format!("upstream returned HTTP {status}")
+    } else {
+        truncate_chars(text, MAX_ERROR_BODY_CHARS)
+    };
+    ErrorInfo { kind: base, message }
+}
+
+/// Reads `{"error": {...}}`, `{"error": "text"}` or `{"message": "text"}`; `None` if the value
+/// has none of these shapes (or no message).
+pub(crate) fn error_from_json(value: &Value, base: ErrorKind) -> Option<ErrorInfo> {
+    let (message, kind_hint, code_hint) = match value.get("error") {
+        Some(Value::Object(err)) => (
+            err.get("message").and_then(Value::as_str),
+            err.get("type").and_then(Value::as_str),
+            err.get("code").and_then(|c| c.as_str().map(str::to_owned).or_else(|| c.as_i64().map(|n| n.to_string()))),
+        ),
+        Some(Value::String(msg)) => (Some(msg.as_str()), None, None),
+        _ => (value.get("message").and_then(Value::as_str), None, None),
+    };
+    let message = message.filter(|m| !m.trim().is_empty())?;
+    let kind = refine_kind(base, kind_hint, code_hint.as_deref());
+    Some(ErrorInfo { kind, message: truncate_chars(message, 4 * MAX_ERROR_BODY_CHARS) })
+}
+
+/// Refines the status-derived kind with the vendor's `code` and `type`. A known `code` wins; the
+/// `type` only refines a status that said nothing specific.
+fn refine_kind(base: ErrorKind, kind: Option<&str>, code: Option<&str>) -> ErrorKind {
+    let by_code = match code {
+        Some("context_length_exceeded" | "string_above_max_length" | "invalid_request_error") => {
+            Some(ErrorKind::InvalidRequest)
+        }
+        Some("invalid_api_key" | "invalid_authentication") => Some(ErrorKind::Authentication),
+        Some("insufficient_quota" | "rate_limit_exceeded") => Some(ErrorKind::RateLimited),
+        Some("model_not_found") => Some(ErrorKind::NotFound),
+        Some("engine_overloaded" | "server_overloaded" | "overloaded") => Some(ErrorKind::Overloaded),
+        _ => None,
+    };
+    if let Some(kind) = by_code {
+        return kind;
+    }
+    if base != ErrorKind::Upstream {
+        return base;
+    }
+    match kind {
+        Some("invalid_request_error") => ErrorKind::InvalidRequest,
+        Some("authentication_error") => ErrorKind::Authentication,
+        Some("permission_error" | "permission_denied") => ErrorKind::PermissionDenied,
+        Some("not_found_error") => ErrorKind::NotFound,
+        Some("rate_limit_error" | "insufficient_quota" | "rate_limit_exceeded") => ErrorKind::RateLimited,
+        Some("overloaded_error") => ErrorKind::Overloaded,
+        Some("timeout_error") => ErrorKind::Timeout,
+        _ => base,
+    }
+}
+
+/// At most `max` characters of `text`, with an ellipsis when cut.
+fn truncate_chars(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
