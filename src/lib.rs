@@ -2,3 +2,5 @@
 
 pub mod dialect;
 pub mod model;
+pub mod pricing;
+pub mod store;
