@@ -1,6 +1,7 @@
 //! Keyhaven engine: a local AI gateway. See ARCHITECTURE.md for the module map and invariants.
 
 pub mod api;
+pub mod app;
 pub mod config;
 pub mod dialect;
 pub mod model;

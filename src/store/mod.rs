@@ -1,0 +1,400 @@
+//! The call store: every gateway call as a row in SQLite, plus a per-day usage rollup.
+//!
+//! This is the only module that speaks SQL. Writes go through one serial writer, a dedicated
+//! thread owning the read-write connection (WAL, `synchronous=FULL` by default), fed by a bounded
+//! queue. The writer drains what is queued into one transaction, commits, then resolves each
+//! command's [`Ack`]. Enqueuing never blocks: a full queue drops the record, resolves its ack to
+//! [`StoreError::QueueFull`] and counts it in [`Store::dropped`]. Reads use a separate read-only
+//! connection on tokio's blocking pool.
+//!
+//! Semantics where a call's records arrive oddly:
+//! - a start for an id that exists is ignored;
+//! - a finish without a start inserts a complete row (started at `finished_ms - total_ms`, empty
+//!   dialect/client/model), so no call is lost;
+//! - a finish for a row that is no longer in flight is ignored (the first finish wins);
+//! - [`Store::interrupt_stale`] turns in-flight rows of earlier processes into `interrupted`
+//!   rows, counted in the rollup as errors.
+//!
+//! `usage_daily` is keyed by the UTC day of the call's start, the requested model name, the
+//! provider and the client, and is updated in the same transaction as each finish. Pruning and
+//! deleting calls leave it untouched.
+
+mod read;
+mod schema;
+mod writer;
+
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+use tokio::sync::oneshot;
+
+use crate::model::{CallFinish, CallStart};
+use crate::store::writer::{Command, Writer};
+
+pub use read::{CallDetail, CallFilter, CallSummary, DEFAULT_LIMIT, MAX_LIMIT, UsageRow, UsageTotals};
+
+/// How long SQLite waits on a lock held by another connection.
+const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The database file could not be opened or set up (missing directory, read-only location,
+    /// not a database, ...).
+    #[error("cannot open database at {path}: {message}")]
+    Open { path: String, message: String },
+    #[error(
+        "database at {path} was written by a newer Keyhaven (schema {found}, this build knows {supported}); \
+         upgrade Keyhaven or use another data directory"
+    )]
+    SchemaTooNew { path: String, found: i64, supported: i64 },
+    #[error("store migration {version} failed: {message}")]
+    Migration { version: i64, message: String },
+    /// An SQLite error on a read or write (including a failed batch commit, e.g. disk full).
+    #[error("store database error: {0}")]
+    Sqlite(String),
+    /// The write queue was full; the record was dropped.
+    #[error("store write queue is full; record dropped")]
+    QueueFull,
+    /// The store was closed, or its writer stopped, before the command was applied.
+    #[error("store is closed")]
+    Closed,
+    /// A row that this build cannot read.
+    #[error("corrupt store row: {0}")]
+    Corrupt(String),
+    /// The writer thread or a blocking read task could not be started or failed.
+    #[error("store task failed: {0}")]
+    Task(String),
+}
+
+impl StoreError {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StoreError::Open { .. } => "open",
+            StoreError::SchemaTooNew { .. } => "schema_too_new",
+            StoreError::Migration { .. } => "migration",
+            StoreError::Sqlite(_) => "sqlite",
+            StoreError::QueueFull => "queue_full",
+            StoreError::Closed => "closed",
+            StoreError::Corrupt(_) => "corrupt",
+            StoreError::Task(_) => "task",
+        }
+    }
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> StoreError {
+        StoreError::Sqlite(e.to_string())
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// `synchronous=FULL` (durable across power loss) when true, `NORMAL` otherwise.
+    pub synchronous_full: bool,
+    /// Capacity of the write queue (at least 1).
+    pub writer_queue: usize,
+    /// This process's epoch (e.g. its start time in ms); stamped on every start row. In-flight rows
+    /// with an older epoch are stale (see [`Store::interrupt_stale`]).
+    pub epoch: i64,
+    /// The writer checkpoints the WAL (`TRUNCATE`) after this long without commands.
+    pub idle_checkpoint: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> StoreOptions {
+        StoreOptions { synchronous_full: true, writer_queue: 4096, epoch: 0, idle_checkpoint: Duration::from_secs(5) }
+    }
+}
+
+/// Resolves once the command is committed (or failed). Dropping it does not cancel the command.
+#[must_use = "an Ack may be dropped, but awaiting it is the only way to learn whether the write committed"]
+pub struct Ack<T = ()> {
+    state: AckState<T>,
+}
+
+enum AckState<T> {
+    Pending(oneshot::Receiver<Result<T, StoreError>>),
+    Ready(Option<Result<T, StoreError>>),
+}
+
+impl<T> std::fmt::Debug for Ack<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match &self.state {
+            AckState::Pending(_) => "pending",
+            AckState::Ready(_) => "ready",
+        };
+        f.debug_struct("Ack").field("state", &state).finish()
+    }
+}
+
+impl<T> Ack<T> {
+    fn ready(result: Result<T, StoreError>) -> Ack<T> {
+        Ack { state: AckState::Ready(Some(result)) }
+    }
+
+    /// Waits outside an async context (panics inside one, like tokio's `blocking_recv`).
+    pub fn wait_blocking(self) -> Result<T, StoreError> {
+        match self.state {
+            AckState::Pending(rx) => rx.blocking_recv().unwrap_or(Err(StoreError::Closed)),
+            AckState::Ready(r) => r.unwrap_or(Err(StoreError::Closed)),
+        }
+    }
+}
+
+// The receiver is Unpin and a ready result is only moved out, never pinned.
+impl<T> Unpin for Ack<T> {}
+
+impl<T> Future for Ack<T> {
+    type Output = Result<T, StoreError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match &mut self.get_mut().state {
+            AckState::Pending(rx) => Pin::new(rx).poll(cx).map(|r| r.unwrap_or(Err(StoreError::Closed))),
+            AckState::Ready(r) => Poll::Ready(r.take().unwrap_or(Err(StoreError::Closed))),
+        }
+    }
+}
+
+/// The call store. Share it behind an `Arc`; dropping it stops the writer after it has applied
+/// everything already queued (the drop blocks for that long).
+pub struct Store {
+    tx: Option<SyncSender<Command>>,
+    writer: Option<JoinHandle<()>>,
+    reader: Arc<Mutex<Connection>>,
+    dropped: AtomicU64,
+    epoch: i64,
+    location: String,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("location", &self.location).field("epoch", &self.epoch).finish_non_exhaustive()
+    }
+}
+
+fn configure(conn: &Connection, opts: &StoreOptions, file_backed: bool) -> rusqlite::Result<()> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    if file_backed {
+        let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            tracing::warn!(mode, "store could not switch to WAL journal mode");
+        }
+    }
+    conn.pragma_update(None, "synchronous", if opts.synchronous_full { "FULL" } else { "NORMAL" })?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(())
+}
+
+impl Store {
+    /// Opens (creating if needed, with its parent directory) the database at `path`, migrates it
+    /// and starts the writer.
+    pub fn open(path: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
+        let location = path.display().to_string();
+        let open_err = |message: String| StoreError::Open { path: location.clone(), message };
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| open_err(format!("cannot create {}: {e}", parent.display())))?;
+        }
+        let mut conn = Connection::open(path).map_err(|e| open_err(e.to_string()))?;
+        configure(&conn, &opts, true).map_err(|e| open_err(e.to_string()))?;
+        schema::migrate(&mut conn, &location).map_err(|e| match e {
+            StoreError::Sqlite(message) => open_err(message),
+            other => other,
+        })?;
+        let reader =
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+                .and_then(|r| {
+                    r.busy_timeout(BUSY_TIMEOUT)?;
+                    Ok(r)
+                })
+                .map_err(|e| open_err(format!("read connection: {e}")))?;
+        Store::start(Arc::new(Mutex::new(conn)), Arc::new(Mutex::new(reader)), true, opts, location)
+    }
+
+    /// A private in-memory database (for tests). Reads share the writer's connection, so they see
+    /// committed data only and wait while a batch is being written.
+    pub fn open_in_memory(opts: StoreOptions) -> Result<Store, StoreError> {
+        let location = ":memory:".to_owned();
+        let mut conn = Connection::open_in_memory()?;
+        configure(&conn, &opts, false)?;
+        schema::migrate(&mut conn, &location)?;
+        let conn = Arc::new(Mutex::new(conn));
+        Store::start(Arc::clone(&conn), conn, false, opts, location)
+    }
+
+    fn start(
+        conn: Arc<Mutex<Connection>>,
+        reader: Arc<Mutex<Connection>>,
+        file_backed: bool,
+        opts: StoreOptions,
+        location: String,
+    ) -> Result<Store, StoreError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(opts.writer_queue.max(1));
+        let writer = Writer { conn, rx, epoch: opts.epoch, file_backed, idle_checkpoint: opts.idle_checkpoint };
+        let handle = std::thread::Builder::new()
+            .name("keyhaven-store".into())
+            .spawn(move || writer.run())
+            .map_err(|e| StoreError::Task(format!("cannot start the store writer: {e}")))?;
+        Ok(Store {
+            tx: Some(tx),
+            writer: Some(handle),
+            reader,
+            dropped: AtomicU64::new(0),
+            epoch: opts.epoch,
+            location,
+        })
+    }
+
+    /// This process's epoch, as passed in [`StoreOptions`].
+    pub fn epoch(&self) -> i64 {
+        self.epoch
+    }
+
+    /// Records dropped because the write queue was full, since open.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    fn submit<T>(&self, make: impl FnOnce(writer::Reply<T>) -> Command) -> Ack<T> {
+        let Some(tx) = &self.tx else { return Ack::ready(Err(StoreError::Closed)) };
+        let (reply, rx) = oneshot::channel();
+        match tx.try_send(make(reply)) {
+            Ok(()) => Ack { state: AckState::Pending(rx) },
+            Err(TrySendError::Full(cmd)) => {
+                let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+                tracing::warn!(command = cmd.name(), dropped, "store write queue full; record dropped");
+                Ack::ready(Err(StoreError::QueueFull))
+            }
+            Err(TrySendError::Disconnected(_)) => Ack::ready(Err(StoreError::Closed)),
+        }
+    }
+
+    /// Queues the in-flight row of a call. Never blocks.
+    pub fn record_start(&self, start: CallStart) -> Ack {
+        self.submit(|r| Command::Start(Box::new(start), r))
+    }
+
+    /// Queues the completion of a call (and its rollup). Never blocks.
+    pub fn record_finish(&self, finish: CallFinish) -> Ack {
+        self.submit(|r| Command::Finish(Box::new(finish), r))
+    }
+
+    /// Deletes one call row (its rollup contribution stays). Resolves to the rows deleted.
+    pub fn delete_call(&self, id: impl Into<String>) -> Ack<u64> {
+        let id = id.into();
+        self.submit(|r| Command::DeleteCall(id, r))
+    }
+
+    /// Deletes finished calls that started before `before_ms` (retention). In-flight rows and
+    /// `usage_daily` stay. Resolves to the rows deleted.
+    pub fn prune(&self, before_ms: i64) -> Ack<u64> {
+        self.submit(|reply| Command::Prune { before_ms, reply })
+    }
+
+    /// Marks every in-flight row recorded by an earlier process (older epoch) `interrupted`, and
+    /// adds it to the rollup as an error. Run once at startup. Resolves to the rows changed.
+    pub fn interrupt_stale(&self) -> Ack<u64> {
+        self.submit(Command::InterruptStale)
+    }
+
+    /// Resolves once everything queued before it is committed.
+    pub fn flush(&self) -> Ack {
+        self.submit(Command::Flush)
+    }
+
+    /// Stops the writer after it has applied everything queued, and waits for it.
+    pub fn close(mut self) -> Result<(), StoreError> {
+        if let Some(tx) = self.tx.take() {
+            let (reply, _rx) = oneshot::channel();
+            // A blocking send: shutdown must not be dropped for a full queue. The writer drains.
+            let _ = tx.send(Command::Shutdown(reply));
+        }
+        self.join()
+    }
+
+    fn join(&mut self) -> Result<(), StoreError> {
+        self.tx = None;
+        match self.writer.take() {
+            Some(handle) => handle.join().map_err(|_| StoreError::Task("the store writer panicked".into())),
+            None => Ok(()),
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn pause_writer(&self) -> PauseGuard {
+        let (paused_tx, paused_rx) = std::sync::mpsc::channel();
+        let (release, release_rx) = std::sync::mpsc::channel();
+        if let Some(tx) = &self.tx {
+            let _ = tx.send(Command::Pause { paused: paused_tx, release: release_rx });
+            let _ = paused_rx.recv();
+        }
+        PauseGuard { _release: release }
+    }
+
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let conn = Arc::clone(&self.reader);
+        tokio::task::spawn_blocking(move || f(&conn.lock().unwrap_or_else(PoisonError::into_inner)))
+            .await
+            .map_err(|e| StoreError::Task(format!("store read failed: {e}")))?
+    }
+
+    /// Usage per UTC day and model, from `since_day` (`YYYY-MM-DD`) on, oldest first.
+    pub async fn usage_by_day(&self, since_day: &str) -> Result<Vec<UsageRow>, StoreError> {
+        let since = since_day.to_owned();
+        self.read(move |c| read::usage_by_day(c, &since)).await
+    }
+
+    /// Usage summed over every day from `since_day` (`YYYY-MM-DD`) on.
+    pub async fn usage_totals(&self, since_day: &str) -> Result<UsageTotals, StoreError> {
+        let since = since_day.to_owned();
+        self.read(move |c| read::usage_totals(c, &since)).await
+    }
+
+    /// Calls matching `filter`, newest first, without bodies.
+    pub async fn recent_calls(&self, filter: CallFilter) -> Result<Vec<CallSummary>, StoreError> {
+        self.read(move |c| read::recent_calls(c, &filter)).await
+    }
+
+    /// One call with its bodies.
+    pub async fn call_detail(&self, id: &str) -> Result<Option<CallDetail>, StoreError> {
+        let id = id.to_owned();
+        self.read(move |c| read::call_detail(c, &id)).await
+    }
+
+    pub async fn count_calls(&self) -> Result<u64, StoreError> {
+        self.read(read::count_calls).await
+    }
+
+    /// Where the database lives (`:memory:` for in-memory stores).
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if self.join().is_err() {
+            tracing::warn!("the store writer panicked");
+        }
+    }
+}
+
+/// Test hook: the writer stays blocked until this is dropped.
+#[cfg(test)]
+pub(crate) struct PauseGuard {
+    _release: std::sync::mpsc::Sender<()>,
+}
+
+#[cfg(test)]
+mod tests;

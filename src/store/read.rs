@@ -1,0 +1,237 @@
+//! Read queries and the row types they return. Each runs as one short statement on the read-only
+//! connection.
+
+use rusqlite::types::{Type, Value};
+use rusqlite::{Connection, OptionalExtension, Row, params_from_iter};
+use serde::Serialize;
+
+use crate::model::{CallStatus, Usage};
+use crate::store::StoreError;
+
+/// Rows returned by [`CallFilter`] when its `limit` is 0.
+pub const DEFAULT_LIMIT: u32 = 100;
+/// The most rows one [`CallFilter`] query returns.
+pub const MAX_LIMIT: u32 = 1000;
+
+/// Usage of one model on one UTC day, summed over providers and clients.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UsageRow {
+    /// `YYYY-MM-DD`, UTC, of the calls' start.
+    pub day: String,
+    /// The model name the clients asked for.
+    pub model: String,
+    pub calls: u64,
+    /// Calls that ended `error` or `interrupted`.
+    pub errors: u64,
+    pub usage: Usage,
+    /// Micro-USD; calls without a known cost count as 0.
+    pub cost_micros: i64,
+    pub total_ms_sum: i64,
+}
+
+/// Usage summed over every day from `since_day`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct UsageTotals {
+    pub calls: u64,
+    pub errors: u64,
+    pub usage: Usage,
+    pub cost_micros: i64,
+    pub total_ms_sum: i64,
+}
+
+/// Which calls [`Store::recent_calls`](crate::store::Store::recent_calls) lists, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CallFilter {
+    /// 0 means [`DEFAULT_LIMIT`]; capped at [`MAX_LIMIT`].
+    pub limit: u32,
+    pub offset: u32,
+    pub model: Option<String>,
+    pub status: Option<CallStatus>,
+    pub client: Option<String>,
+    /// Only calls started at or after this time.
+    pub since_ms: Option<i64>,
+}
+
+/// One call without its bodies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CallSummary {
+    pub id: String,
+    pub started_ms: i64,
+    pub finished_ms: Option<i64>,
+    pub status: CallStatus,
+    pub dialect: String,
+    pub client: String,
+    pub model: String,
+    pub model_id: Option<String>,
+    pub provider: Option<String>,
+    pub upstream_model: Option<String>,
+    pub stream: bool,
+    pub http_status: Option<u16>,
+    pub usage: Usage,
+    pub usage_estimated: bool,
+    pub cost_micros: Option<i64>,
+    pub price_version: Option<String>,
+    pub ttft_ms: Option<i64>,
+    pub total_ms: Option<i64>,
+    pub retries: u32,
+    pub error_kind: Option<String>,
+    pub error_message: Option<String>,
+}
+
+/// One call with its captured bodies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CallDetail {
+    #[serde(flatten)]
+    pub summary: CallSummary,
+    pub request_body: Option<String>,
+    pub response_body: Option<String>,
+    /// The epoch of the process that recorded the start (`None` when the start was lost).
+    pub process_epoch: Option<i64>,
+}
+
+const SUMMARY_COLUMNS: &str = "id, started_ms, finished_ms, status, dialect, client, model, model_id, provider, \
+     upstream_model, stream, http_status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, \
+     reasoning_tokens, usage_estimated, cost_micros, price_version, ttft_ms, total_ms, retries, error_kind, \
+     error_message";
+
+fn to_u64(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+fn usage_at(row: &Row<'_>, first: usize) -> rusqlite::Result<Usage> {
+    Ok(Usage {
+        input_tokens: to_u64(row.get(first)?),
+        output_tokens: to_u64(row.get(first + 1)?),
+        cache_read_tokens: to_u64(row.get(first + 2)?),
+        cache_write_tokens: to_u64(row.get(first + 3)?),
+        reasoning_tokens: to_u64(row.get(first + 4)?),
+    })
+}
+
+fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<CallSummary> {
+    let status: String = row.get(3)?;
+    let status = CallStatus::parse(&status).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            3,
+            Type::Text,
+            Box::new(StoreError::Corrupt(format!("unknown call status {status:?}"))),
+        )
+    })?;
+    let http_status: Option<i64> = row.get(11)?;
+    let retries: i64 = row.get(22)?;
+    Ok(CallSummary {
+        id: row.get(0)?,
+        started_ms: row.get(1)?,
+        finished_ms: row.get(2)?,
+        status,
+        dialect: row.get(4)?,
+        client: row.get(5)?,
+        model: row.get(6)?,
+        model_id: row.get(7)?,
+        provider: row.get(8)?,
+        upstream_model: row.get(9)?,
+        stream: row.get(10)?,
+        http_status: http_status.and_then(|s| u16::try_from(s).ok()),
+        usage: usage_at(row, 12)?,
+        usage_estimated: row.get(17)?,
+        cost_micros: row.get(18)?,
+        price_version: row.get(19)?,
+        ttft_ms: row.get(20)?,
+        total_ms: row.get(21)?,
+        retries: u32::try_from(retries).unwrap_or(u32::MAX),
+        error_kind: row.get(23)?,
+        error_message: row.get(24)?,
+    })
+}
+
+pub(crate) fn recent_calls(conn: &Connection, filter: &CallFilter) -> Result<Vec<CallSummary>, StoreError> {
+    let mut sql = format!("SELECT {SUMMARY_COLUMNS} FROM calls WHERE 1");
+    let mut params: Vec<Value> = Vec::new();
+    if let Some(model) = &filter.model {
+        sql.push_str(" AND model = ?");
+        params.push(Value::Text(model.clone()));
+    }
+    if let Some(status) = filter.status {
+        sql.push_str(" AND status = ?");
+        params.push(Value::Text(status.as_str().to_owned()));
+    }
+    if let Some(client) = &filter.client {
+        sql.push_str(" AND client = ?");
+        params.push(Value::Text(client.clone()));
+    }
+    if let Some(since) = filter.since_ms {
+        sql.push_str(" AND started_ms >= ?");
+        params.push(Value::Integer(since));
+    }
+    sql.push_str(" ORDER BY started_ms DESC, id DESC LIMIT ? OFFSET ?");
+    let limit = if filter.limit == 0 { DEFAULT_LIMIT } else { filter.limit.min(MAX_LIMIT) };
+    params.push(Value::Integer(i64::from(limit)));
+    params.push(Value::Integer(i64::from(filter.offset)));
+    let mut stmt = conn.prepare(&sql)?;
+    let rows = stmt.query_map(params_from_iter(params), summary_from_row)?.collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+pub(crate) fn call_detail(conn: &Connection, id: &str) -> Result<Option<CallDetail>, StoreError> {
+    let sql = format!("SELECT {SUMMARY_COLUMNS}, request_body, response_body, process_epoch FROM calls WHERE id = ?1");
+    let detail = conn
+        .prepare_cached(&sql)?
+        .query_row([id], |row| {
+            Ok(CallDetail {
+                summary: summary_from_row(row)?,
+                request_body: row.get(25)?,
+                response_body: row.get(26)?,
+                process_epoch: row.get(27)?,
+            })
+        })
+        .optional()?;
+    Ok(detail)
+}
+
+pub(crate) fn count_calls(conn: &Connection) -> Result<u64, StoreError> {
+    let n: i64 = conn.query_row("SELECT COUNT(*) FROM calls", [], |r| r.get(0))?;
+    Ok(to_u64(n))
+}
+
+pub(crate) fn usage_by_day(conn: &Connection, since_day: &str) -> Result<Vec<UsageRow>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT day, model, SUM(calls), SUM(errors), SUM(input_tokens), SUM(output_tokens), \
+         SUM(cache_read_tokens), SUM(cache_write_tokens), SUM(reasoning_tokens), SUM(cost_micros), \
+         SUM(total_ms_sum) \
+         FROM usage_daily WHERE day >= ?1 GROUP BY day, model ORDER BY day, model",
+    )?;
+    let rows = stmt
+        .query_map([since_day], |row| {
+            Ok(UsageRow {
+                day: row.get(0)?,
+                model: row.get(1)?,
+                calls: to_u64(row.get(2)?),
+                errors: to_u64(row.get(3)?),
+                usage: usage_at(row, 4)?,
+                cost_micros: row.get(9)?,
+                total_ms_sum: row.get(10)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+pub(crate) fn usage_totals(conn: &Connection, since_day: &str) -> Result<UsageTotals, StoreError> {
+    let totals = conn
+        .prepare_cached(
+            "SELECT COALESCE(SUM(calls), 0), COALESCE(SUM(errors), 0), COALESCE(SUM(input_tokens), 0), \
+         COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_write_tokens), 0), \
+         COALESCE(SUM(reasoning_tokens), 0), COALESCE(SUM(cost_micros), 0), COALESCE(SUM(total_ms_sum), 0) \
+         FROM usage_daily WHERE day >= ?1",
+        )?
+        .query_row([since_day], |row| {
+            Ok(UsageTotals {
+                calls: to_u64(row.get(0)?),
+                errors: to_u64(row.get(1)?),
+                usage: usage_at(row, 2)?,
+                cost_micros: row.get(7)?,
+                total_ms_sum: row.get(8)?,
+            })
+        })?;
+    Ok(totals)
+}

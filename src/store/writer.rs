@@ -1,0 +1,369 @@
+//! The single serial writer: a dedicated thread that owns the read-write connection, drains the
+//! command queue in batches, applies each batch in one `BEGIN IMMEDIATE` transaction and acks
+//! every command after the commit.
+//!
+//! Each command runs inside its own savepoint, so one bad command fails alone; a failed commit
+//! (disk full, I/O error) fails every command of the batch. The thread survives both.
+
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rusqlite::{Connection, Transaction, TransactionBehavior, named_params};
+use tokio::sync::oneshot;
+
+use crate::model::{CallFinish, CallStart, CallStatus};
+use crate::store::StoreError;
+
+/// The most commands applied in one transaction.
+const MAX_BATCH: usize = 256;
+
+pub(crate) type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
+
+pub(crate) enum Command {
+    Start(Box<CallStart>, Reply<()>),
+    Finish(Box<CallFinish>, Reply<()>),
+    DeleteCall(String, Reply<u64>),
+    Prune {
+        before_ms: i64,
+        reply: Reply<u64>,
+    },
+    InterruptStale(Reply<u64>),
+    Flush(Reply<()>),
+    Shutdown(Reply<()>),
+    /// Test hook: the writer signals `paused`, then blocks until `release` disconnects.
+    #[cfg(test)]
+    Pause {
+        paused: std::sync::mpsc::Sender<()>,
+        release: Receiver<()>,
+    },
+}
+
+impl Command {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Command::Start(..) => "start",
+            Command::Finish(..) => "finish",
+            Command::DeleteCall(..) => "delete_call",
+            Command::Prune { .. } => "prune",
+            Command::InterruptStale(_) => "interrupt_stale",
+            Command::Flush(_) => "flush",
+            Command::Shutdown(_) => "shutdown",
+            #[cfg(test)]
+            Command::Pause { .. } => "pause",
+        }
+    }
+
+    fn fail(self, err: StoreError) {
+        // A dropped receiver just means the caller did not wait for the ack.
+        match self {
+            Command::Start(_, r) | Command::Finish(_, r) | Command::Flush(r) | Command::Shutdown(r) => {
+                let _ = r.send(Err(err));
+            }
+            Command::DeleteCall(_, r) | Command::Prune { reply: r, .. } | Command::InterruptStale(r) => {
+                let _ = r.send(Err(err));
+            }
+            #[cfg(test)]
+            Command::Pause { .. } => {}
+        }
+    }
+}
+
+/// A command applied inside the open transaction, waiting for the commit to be acked.
+enum Done {
+    Unit(Reply<()>, Result<(), StoreError>),
+    Count(Reply<u64>, Result<u64, StoreError>),
+}
+
+impl Done {
+    fn send(self, commit: Result<(), &StoreError>) {
+        match self {
+            Done::Unit(r, res) => {
+                let _ = r.send(commit.map_err(Clone::clone).and(res));
+            }
+            Done::Count(r, res) => {
+                let _ = r.send(commit.map_err(Clone::clone).and(res));
+            }
+        }
+    }
+}
+
+pub(crate) struct Writer {
+    pub(crate) conn: Arc<Mutex<Connection>>,
+    pub(crate) rx: Receiver<Command>,
+    pub(crate) epoch: i64,
+    /// Whether the database is a file (WAL checkpoints apply).
+    pub(crate) file_backed: bool,
+    /// Idle time after which the WAL is checkpointed.
+    pub(crate) idle_checkpoint: Duration,
+}
+
+impl Writer {
+    pub(crate) fn run(self) {
+        let mut dirty = false;
+        let mut shutting_down = false;
+        loop {
+            let first = if shutting_down {
+                match self.rx.try_recv() {
+                    Ok(c) => c,
+                    Err(_) => break,
+                }
+            } else {
+                match self.rx.recv_timeout(self.idle_checkpoint) {
+                    Ok(c) => c,
+                    Err(RecvTimeoutError::Timeout) => {
+                        if dirty {
+                            self.checkpoint();
+                            dirty = false;
+                        }
+                        continue;
+                    }
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            };
+            let mut batch = Vec::new();
+            collect(first, &mut batch);
+            while batch.len() < MAX_BATCH {
+                match self.rx.try_recv() {
+                    Ok(c) => collect(c, &mut batch),
+                    Err(_) => break,
+                }
+            }
+            if batch.is_empty() {
+                continue;
+            }
+            shutting_down |= batch.iter().any(|c| matches!(c, Command::Shutdown(_)));
+            self.execute(batch);
+            dirty = true;
+        }
+        if dirty {
+            self.checkpoint();
+        }
+        tracing::debug!("store writer stopped");
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn checkpoint(&self) {
+        if !self.file_backed {
+            return;
+        }
+        let conn = self.lock();
+        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+            tracing::warn!(error = %e, "store WAL checkpoint failed");
+        }
+    }
+
+    fn execute(&self, batch: Vec<Command>) {
+        let mut conn = self.lock();
+        let mut tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+            Ok(tx) => tx,
+            Err(e) => {
+                let err = StoreError::from(e);
+                tracing::warn!(error = %err, commands = batch.len(), "store write batch failed to begin");
+                for cmd in batch {
+                    cmd.fail(err.clone());
+                }
+                return;
+            }
+        };
+        let mut done = Vec::with_capacity(batch.len());
+        for cmd in batch {
+            done.push(match cmd {
+                Command::Start(start, r) => {
+                    Done::Unit(r, in_savepoint(&mut tx, |t| insert_start(t, &start, self.epoch)))
+                }
+                Command::Finish(finish, r) => Done::Unit(r, in_savepoint(&mut tx, |t| apply_finish(t, &finish))),
+                Command::DeleteCall(id, r) => Done::Count(r, in_savepoint(&mut tx, |t| delete_call(t, &id))),
+                Command::Prune { before_ms, reply } => {
+                    Done::Count(reply, in_savepoint(&mut tx, |t| prune(t, before_ms)))
+                }
+                Command::InterruptStale(r) => Done::Count(r, in_savepoint(&mut tx, |t| interrupt_stale(t, self.epoch))),
+                Command::Flush(r) | Command::Shutdown(r) => Done::Unit(r, Ok(())),
+                #[cfg(test)]
+                Command::Pause { .. } => continue,
+            });
+        }
+        match tx.commit() {
+            Ok(()) => done.into_iter().for_each(|d| d.send(Ok(()))),
+            Err(e) => {
+                let err = StoreError::from(e);
+                tracing::warn!(error = %err, commands = done.len(), "store write batch failed to commit");
+                done.into_iter().for_each(|d| d.send(Err(&err)));
+            }
+        }
+    }
+}
+
+/// Adds `cmd` to the batch (or, for the test pause hook, blocks right away).
+fn collect(cmd: Command, batch: &mut Vec<Command>) {
+    #[cfg(test)]
+    if let Command::Pause { paused, release } = cmd {
+        let _ = paused.send(());
+        let _ = release.recv();
+        return;
+    }
+    batch.push(cmd);
+}
+
+/// Runs `f` in a savepoint of `tx`: on error only its own changes roll back.
+fn in_savepoint<T>(
+    tx: &mut Transaction<'_>,
+    f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+) -> Result<T, StoreError> {
+    let sp = tx.savepoint()?;
+    let value = f(&sp)?;
+    sp.commit()?;
+    Ok(value)
+}
+
+/// SQLite integers are i64; token counts beyond that are clamped.
+pub(crate) fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// Inserts the in-flight row. A start for an id that already exists is ignored.
+fn insert_start(conn: &Connection, s: &CallStart, epoch: i64) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO calls (id, started_ms, status, dialect, client, model, model_id, provider, upstream_model, \
+         stream, request_body, process_epoch) \
+         VALUES (:id, :started_ms, :status, :dialect, :client, :model, :model_id, :provider, :upstream_model, \
+         :stream, :request_body, :epoch) \
+         ON CONFLICT (id) DO NOTHING",
+    )?;
+    stmt.execute(named_params! {
+        ":id": s.id,
+        ":started_ms": s.started_ms,
+        ":status": CallStatus::InFlight.as_str(),
+        ":dialect": s.dialect,
+        ":client": s.client,
+        ":model": s.model,
+        ":model_id": s.model_id,
+        ":provider": s.provider,
+        ":upstream_model": s.upstream_model,
+        ":stream": s.stream,
+        ":request_body": s.request_body,
+        ":epoch": epoch,
+    })?;
+    Ok(())
+}
+
+/// Completes an in-flight row, or inserts a complete row when the start never arrived (its
+/// `started_ms` is then `finished_ms - total_ms` and the start-only columns are empty). A finish
+/// for a row that is no longer in flight is ignored, so the rollup counts each call once.
+fn apply_finish(conn: &Connection, f: &CallFinish) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO calls (id, started_ms, finished_ms, status, http_status, input_tokens, output_tokens, \
+         cache_read_tokens, cache_write_tokens, reasoning_tokens, usage_estimated, cost_micros, price_version, \
+         ttft_ms, total_ms, retries, error_kind, error_message, response_body) \
+         VALUES (:id, :finished_ms - :total_ms, :finished_ms, :status, :http_status, :input, :output, :cache_read, \
+         :cache_write, :reasoning, :estimated, :cost, :price_version, :ttft_ms, :total_ms, :retries, :error_kind, \
+         :error_message, :response_body) \
+         ON CONFLICT (id) DO UPDATE SET finished_ms = excluded.finished_ms, status = excluded.status, \
+         http_status = excluded.http_status, input_tokens = excluded.input_tokens, \
+         output_tokens = excluded.output_tokens, cache_read_tokens = excluded.cache_read_tokens, \
+         cache_write_tokens = excluded.cache_write_tokens, reasoning_tokens = excluded.reasoning_tokens, \
+         usage_estimated = excluded.usage_estimated, cost_micros = excluded.cost_micros, \
+         price_version = excluded.price_version, ttft_ms = excluded.ttft_ms, total_ms = excluded.total_ms, \
+         retries = excluded.retries, error_kind = excluded.error_kind, error_message = excluded.error_message, \
+         response_body = excluded.response_body \
+         WHERE calls.status = 'in_flight'",
+    )?;
+    let changed = stmt.execute(named_params! {
+        ":id": f.id,
+        ":finished_ms": f.finished_ms,
+        ":total_ms": f.total_ms,
+        ":status": f.status.as_str(),
+        ":http_status": f.http_status,
+        ":input": to_i64(f.usage.input_tokens),
+        ":output": to_i64(f.usage.output_tokens),
+        ":cache_read": to_i64(f.usage.cache_read_tokens),
+        ":cache_write": to_i64(f.usage.cache_write_tokens),
+        ":reasoning": to_i64(f.usage.reasoning_tokens),
+        ":estimated": f.usage_estimated,
+        ":cost": f.cost_micros,
+        ":price_version": f.price_version,
+        ":ttft_ms": f.ttft_ms,
+        ":retries": f.retries,
+        ":error_kind": f.error_kind,
+        ":error_message": f.error_message,
+        ":response_body": f.response_body,
+    })?;
+    if changed > 0 {
+        add_to_rollup(conn, &f.id)?;
+    }
+    Ok(())
+}
+
+/// `col = col + excluded.col`, saturating at the i64 bounds instead of raising SQLite's integer
+/// overflow error (which would fail the whole finish).
+fn saturating_add(col: &str) -> String {
+    format!(
+        "{col} = CASE \
+         WHEN excluded.{col} > 0 AND {col} > 9223372036854775807 - excluded.{col} THEN 9223372036854775807 \
+         WHEN excluded.{col} < 0 AND {col} < -9223372036854775808 - excluded.{col} THEN -9223372036854775808 \
+         ELSE {col} + excluded.{col} END"
+    )
+}
+
+/// Adds one finished row to `usage_daily` (the day of its start, UTC). Errors are `error` and
+/// `interrupted` calls; `canceled` is not an error.
+fn add_to_rollup(conn: &Connection, id: &str) -> rusqlite::Result<()> {
+    let sums = [
+        "calls",
+        "errors",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "reasoning_tokens",
+        "cost_micros",
+        "total_ms_sum",
+    ]
+    .map(saturating_add)
+    .join(", ");
+    let sql = format!(
+        "INSERT INTO usage_daily (day, model, provider, client, calls, errors, input_tokens, output_tokens, \
+         cache_read_tokens, cache_write_tokens, reasoning_tokens, cost_micros, total_ms_sum) \
+         SELECT strftime('%Y-%m-%d', started_ms / 1000, 'unixepoch'), model, COALESCE(provider, ''), client, 1, \
+         status IN ('error', 'interrupted'), input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, \
+         reasoning_tokens, COALESCE(cost_micros, 0), COALESCE(total_ms, 0) \
+         FROM calls WHERE id = ?1 \
+         ON CONFLICT (day, model, provider, client) DO UPDATE SET {sums}"
+    );
+    conn.prepare_cached(&sql)?.execute([id])?;
+    Ok(())
+}
+
+fn delete_call(conn: &Connection, id: &str) -> rusqlite::Result<u64> {
+    let n = conn.prepare_cached("DELETE FROM calls WHERE id = ?1")?.execute([id])?;
+    Ok(u64::try_from(n).unwrap_or(u64::MAX))
+}
+
+/// Deletes finished calls that started before `before_ms`. In-flight rows and rollups stay.
+fn prune(conn: &Connection, before_ms: i64) -> rusqlite::Result<u64> {
+    let n = conn
+        .prepare_cached("DELETE FROM calls WHERE started_ms < ?1 AND status <> 'in_flight'")?
+        .execute([before_ms])?;
+    Ok(u64::try_from(n).unwrap_or(u64::MAX))
+}
+
+/// Marks in-flight rows of earlier processes interrupted and counts them in the rollup as
+/// errors. Their duration is unknown: `finished_ms` is this process's epoch (when the interruption
+/// was noticed) and `total_ms`/`ttft_ms` stay NULL; the usage is flagged estimated.
+fn interrupt_stale(conn: &Connection, epoch: i64) -> rusqlite::Result<u64> {
+    let ids: Vec<String> = conn
+        .prepare_cached(
+            "UPDATE calls SET status = 'interrupted', finished_ms = ?1, usage_estimated = 1, \
+             error_kind = 'interrupted', error_message = 'Keyhaven stopped before this call finished' \
+             WHERE status = 'in_flight' AND process_epoch < ?1 RETURNING id",
+        )?
+        .query_map([epoch], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for id in &ids {
+        add_to_rollup(conn, id)?;
+    }
+    Ok(u64::try_from(ids.len()).unwrap_or(u64::MAX))
+}
