@@ -264,7 +264,17 @@ fn calls(db: &Path, limit: u32, out: &mut impl Write) -> anyhow::Result<()> {
     )?;
     for c in &rows {
         let started = time::OffsetDateTime::from_unix_timestamp(c.started_ms / 1000)
-            .map(|t| format!("{:04}-{:02}-{:02} {:02}:{:02}:{:02}", t.year(), u8::from(t.month()), t.day(), t.hour(), t.minute(), t.second()))
+            .map(|t| {
+                format!(
+                    "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+                    t.year(),
+                    u8::from(t.month()),
+                    t.day(),
+                    t.hour(),
+                    t.minute(),
+                    t.second()
+                )
+            })
             .unwrap_or_default();
         writeln!(
             out,

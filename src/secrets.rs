@@ -151,7 +151,9 @@ impl Secrets {
             KeyRef::Keyring(name) => {
                 self.keyring.get(name)?.ok_or_else(|| SecretError::MissingKeyring(name.clone()))?
             }
-            KeyRef::Env(var) => SecretString::from((self.env)(var).ok_or_else(|| SecretError::MissingEnv(var.clone()))?),
+            KeyRef::Env(var) => {
+                SecretString::from((self.env)(var).ok_or_else(|| SecretError::MissingEnv(var.clone()))?)
+            }
         };
         if value.expose_secret().is_empty() {
             return Err(SecretError::Empty);

@@ -20,7 +20,12 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(dialect: Inbound, kind: ErrorKind, message: impl Into<String>) -> ApiError {
-        ApiError { dialect, status: status_of(kind), info: ErrorInfo { kind, message: message.into() }, retry_after: None }
+        ApiError {
+            dialect,
+            status: status_of(kind),
+            info: ErrorInfo { kind, message: message.into() },
+            retry_after: None,
+        }
     }
 
     pub fn decode(dialect: Inbound, err: &DecodeError) -> ApiError {

@@ -47,7 +47,12 @@ async fn handle(state: ApiState, dialect: Inbound, headers: HeaderMap, body: Bod
         Ok(b) => b,
         Err(_) => {
             let msg = format!("request body exceeds {} bytes", state.max_request_bytes);
-            return with_headers(ApiError::new(dialect, ErrorKind::RequestTooLarge, msg).into_response(), &id, arrived, None);
+            return with_headers(
+                ApiError::new(dialect, ErrorKind::RequestTooLarge, msg).into_response(),
+                &id,
+                arrived,
+                None,
+            );
         }
     };
     let (req, dialect) = match dialect.decode(&body) {

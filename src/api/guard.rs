@@ -44,7 +44,8 @@ fn dialect_for(path: &str) -> Inbound {
 pub async fn check(State(cfg): State<Arc<GuardConfig>>, req: Request, next: Next) -> Response {
     let dialect = dialect_for(req.uri().path());
     let headers = req.headers();
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).or_else(|| req.uri().authority().map(|a| a.as_str()));
+    let host =
+        headers.get(header::HOST).and_then(|h| h.to_str().ok()).or_else(|| req.uri().authority().map(|a| a.as_str()));
     let Some(host) = host.filter(|h| cfg.hosts.iter().any(|a| a.eq_ignore_ascii_case(h))) else {
         return ApiError::new(dialect, ErrorKind::PermissionDenied, "Host not allowed").into_response();
     };

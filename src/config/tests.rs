@@ -54,7 +54,7 @@ fn template_is_valid_and_empty() {
 #[test]
 fn unknown_field_names_line_and_field() {
     let text = "[server]\nlisten = \"127.0.0.1:1\"\nlisen = 3\n";
-    let err = load_str("c.toml", text).unwrap_err();
+    let err = load_str("c.toml", text).expect_err("must fail");
     let ConfigError::Invalid { line, message, .. } = &err else { panic!("{err:?}") };
     assert_eq!(*line, 3);
     assert!(message.contains("lisen"), "{message}");
@@ -64,7 +64,7 @@ fn unknown_field_names_line_and_field() {
 #[test]
 fn plaintext_key_is_refused() {
     let text = "[[providers]]\nname = \"x\"\nkind = \"openai\"\nbase_url = \"http://h\"\nkey = \"sk-abc123\"\n";
-    let err = load_str("c.toml", text).unwrap_err();
+    let err = load_str("c.toml", text).expect_err("must fail");
     assert!(err.to_string().contains("keys themselves never go in the config file"), "{err}");
     assert!(!err.to_string().contains("sk-abc123"), "the key must not be echoed: {err}");
 }
@@ -72,7 +72,7 @@ fn plaintext_key_is_refused() {
 #[test]
 fn model_with_unknown_provider_points_at_its_line() {
     let text = GOOD.replace("provider = \"ant\"", "provider = \"nope\"");
-    let err = load_str("c.toml", &text).unwrap_err();
+    let err = load_str("c.toml", &text).expect_err("must fail");
     let ConfigError::Invalid { line, message, .. } = &err else { panic!("{err:?}") };
     assert_eq!(*line, 20);
     assert!(message.contains("no provider named `nope`"), "{message}");
@@ -81,17 +81,19 @@ fn model_with_unknown_provider_points_at_its_line() {
 #[test]
 fn duplicate_alias_is_refused() {
     let text = format!("{GOOD}\n[[models]]\nname = \"claude-sonnet-4-5\"\nprovider = \"ds\"\nupstream = \"x\"\n");
-    let err = load_str("c.toml", &text).unwrap_err();
+    let err = load_str("c.toml", &text).expect_err("must fail");
     assert!(err.to_string().contains("used twice"), "{err}");
 }
 
 #[test]
 fn wrong_type_and_bad_url_are_refused() {
-    let err = load_str("c.toml", "[server]\nretention_days = \"x\"\n").unwrap_err();
+    let err = load_str("c.toml", "[server]\nretention_days = \"x\"\n").expect_err("must fail");
     assert!(matches!(err, ConfigError::Invalid { line: 2, .. }), "{err:?}");
-    let err = load_str("c.toml", "[[providers]]\nname = \"x\"\nkind = \"openai\"\nbase_url = \"ftp://h\"\n").unwrap_err();
+    let err = load_str("c.toml", "[[providers]]\nname = \"x\"\nkind = \"openai\"\nbase_url = \"ftp://h\"\n")
+        .expect_err("must fail");
     assert!(err.to_string().contains("not an http(s) URL"), "{err}");
-    let err = load_str("c.toml", "[[providers]]\nname = \"x\"\nkind = \"gemini\"\nbase_url = \"http://h\"\n").unwrap_err();
+    let err = load_str("c.toml", "[[providers]]\nname = \"x\"\nkind = \"gemini\"\nbase_url = \"http://h\"\n")
+        .expect_err("must fail");
     assert!(matches!(err, ConfigError::Invalid { line: 3, .. }), "{err:?}");
 }
 

@@ -12,13 +12,13 @@ struct Probe {
 
 #[test]
 fn syntax_errors_name_the_position() {
-    let err = from_json::<Probe>(b"{\"a\": [1,").unwrap_err();
+    let err = from_json::<Probe>(b"{\"a\": [1,").expect_err("must fail");
     assert!(matches!(err, DecodeError::Syntax { line: 1, .. }), "{err:?}");
 }
 
 #[test]
 fn type_errors_name_the_field_path() {
-    let err = from_json::<Probe>(br#"{"a": [1, "x"]}"#).unwrap_err();
+    let err = from_json::<Probe>(br#"{"a": [1, "x"]}"#).expect_err("must fail");
     assert_eq!(
         err,
         DecodeError::Field { path: "a[1]".into(), message: "invalid type: string \"x\", expected u32".into() }
@@ -27,7 +27,7 @@ fn type_errors_name_the_field_path() {
 
 #[test]
 fn missing_fields_are_field_errors() {
-    let err = from_json::<Probe>(b"{}").unwrap_err();
+    let err = from_json::<Probe>(b"{}").expect_err("must fail");
     assert!(matches!(err, DecodeError::Field { .. }), "{err:?}");
 }
 

@@ -181,12 +181,11 @@ pub enum ImageSource {
 impl ImageSource {
     /// Splits a `data:<media>;base64,<data>` URL; any other URL stays a URL.
     pub fn from_url(url: &str) -> ImageSource {
-        if let Some(rest) = url.strip_prefix("data:") {
-            if let Some((meta, data)) = rest.split_once(',') {
-                if let Some(media_type) = meta.strip_suffix(";base64") {
-                    return ImageSource::Base64 { media_type: media_type.to_owned(), data: data.to_owned() };
-                }
-            }
+        if let Some(rest) = url.strip_prefix("data:")
+            && let Some((meta, data)) = rest.split_once(',')
+            && let Some(media_type) = meta.strip_suffix(";base64")
+        {
+            return ImageSource::Base64 { media_type: media_type.to_owned(), data: data.to_owned() };
         }
         ImageSource::Url { url: url.to_owned() }
     }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
-use crate::config::{FileConfig, KeyRef, ModelCapabilities, ProviderKind, ToolsMode};
 use crate::config::PriceOverride;
+use crate::config::{FileConfig, KeyRef, ModelCapabilities, ProviderKind, ToolsMode};
 use crate::pricing::{Price, PriceTable, PricingError, parse_amount};
 
 #[derive(Debug, Clone)]
@@ -88,7 +88,10 @@ impl Catalog {
             let key_name = provider.key.as_ref().map_or("", KeyRef::name);
             let table_price = prices.lookup(provider.kind.as_str(), &m.upstream);
             let price = match &m.price {
-                Some(o) => Some(override_price(table_price.unwrap_or_default(), o).map_err(|e| format!("model `{}`: price: {e}", m.name()))?),
+                Some(o) => Some(
+                    override_price(table_price.unwrap_or_default(), o)
+                        .map_err(|e| format!("model `{}`: price: {e}", m.name()))?,
+                ),
                 None => table_price,
             };
             let entry = Arc::new(ModelEntry {

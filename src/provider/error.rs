@@ -46,7 +46,9 @@ impl ProviderError {
         let kind = match self {
             ProviderError::UnknownModel(_) => ErrorKind::NotFound,
             ProviderError::Key { .. } => ErrorKind::Authentication,
-            ProviderError::Connect(_) | ProviderError::Malformed(_) | ProviderError::Disconnected => ErrorKind::Upstream,
+            ProviderError::Connect(_) | ProviderError::Malformed(_) | ProviderError::Disconnected => {
+                ErrorKind::Upstream
+            }
             ProviderError::Timeout(..) => ErrorKind::Timeout,
             ProviderError::Upstream { info, .. } => info.kind,
             ProviderError::Canceled => ErrorKind::Internal,

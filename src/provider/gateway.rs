@@ -105,7 +105,7 @@ impl Gateway {
             id: ctx.id.clone(),
             started,
             started_ms: now_ms(),
-            price: route.as_ref().and_then(|r| r.model.price.clone()),
+            price: route.as_ref().and_then(|r| r.model.price),
             price_version: catalog.price_version().map(str::to_owned),
             secret: None,
             capture: self.opts.capture_bodies,
@@ -134,7 +134,8 @@ impl Gateway {
         started_ack.await;
         match result {
             Ok((route, events, first, prepare, first_event)) => {
-                let timings = Timings { started, prepare, first_event, last_event: first_event, retries: guard.retries };
+                let timings =
+                    Timings { started, prepare, first_event, last_event: first_event, retries: guard.retries };
                 let cancel = ctx.cancel.clone();
                 let mut stream = CallStream { events, first: Some(first), guard, timings, route, error: None, cancel };
                 if let Some(body) = &ctx.request_body {
@@ -152,7 +153,6 @@ impl Gateway {
         }
     }
 
-    #[expect(clippy::type_complexity, reason = "private plumbing between call() and open()")]
     async fn open(
         &self,
         route: Option<Route>,
@@ -194,17 +194,16 @@ impl Gateway {
             };
             let retry_in = match &err {
                 ProviderError::Connect(_) => Some(None),
-                ProviderError::Upstream { status, retry_after, .. } if retryable_status(*status) => {
-                    match retry_after {
-                        Some(after) if after.as_millis() > u128::from(self.opts.retry.max_retry_after) => None,
-                        other => Some(*other),
-                    }
-                }
+                ProviderError::Upstream { status, retry_after, .. } if retryable_status(*status) => match retry_after {
+                    Some(after) if after.as_millis() > u128::from(self.opts.retry.max_retry_after) => None,
+                    other => Some(*other),
+                },
                 _ => None,
             };
             let Some(retry_in) = retry_in.filter(|_| attempt < self.opts.retry.max_retries) else { return Err(err) };
-            let delay = retry_in
-                .unwrap_or_else(|| backoff(Duration::from_millis(self.opts.retry.base_backoff), attempt, rand::random()));
+            let delay = retry_in.unwrap_or_else(|| {
+                backoff(Duration::from_millis(self.opts.retry.base_backoff), attempt, rand::random())
+            });
             if Instant::now() + delay >= deadline {
                 return Err(err);
             }
@@ -299,7 +298,7 @@ impl CallGuard {
             (CallStatus::Canceled, _) => None,
             _ => Some(200),
         };
-        let response_body = (self.capture && !matches!(status, CallStatus::Error) || self.capture && self.ttft.is_some())
+        let response_body = (self.capture && (status != CallStatus::Error || self.ttft.is_some()))
             .then(|| acc.finish(0))
             .and_then(|r| serde_json::to_string(&r).ok())
             .map(|t| self.cap(&t));
@@ -398,7 +397,10 @@ impl CallStream {
                 Some(ev)
             }
             Some(Err(ProviderError::Canceled)) => {
-                let error = model::ErrorInfo { kind: model::ErrorKind::Overloaded, message: "Keyhaven is shutting down".into() };
+                let error = model::ErrorInfo {
+                    kind: model::ErrorKind::Overloaded,
+                    message: "Keyhaven is shutting down".into(),
+                };
                 self.guard.finalize(CallStatus::Canceled, None).await;
                 Some(StreamEvent::Error { error })
             }
@@ -442,4 +444,3 @@ fn is_content(ev: &StreamEvent) -> bool {
             | StreamEvent::RedactedThinking { .. }
     )
 }
-

@@ -14,17 +14,18 @@ pub fn retryable_status(status: u16) -> bool {
 /// Parses `retry-after-ms` (milliseconds) or `retry-after` (seconds or an HTTP date, relative to
 /// `now`). Total: any string gives `Some` or `None`, never a panic.
 pub fn parse_retry_after(retry_after_ms: Option<&str>, retry_after: Option<&str>, now: SystemTime) -> Option<Duration> {
-    if let Some(ms) = retry_after_ms.and_then(|v| v.trim().parse::<f64>().ok()) {
-        if ms.is_finite() && ms >= 0.0 && ms < 1e12 {
-            return Some(Duration::from_millis(ms as u64));
-        }
+    if let Some(ms) = retry_after_ms.and_then(|v| v.trim().parse::<f64>().ok())
+        && ms.is_finite()
+        && (0.0..1e12).contains(&ms)
+    {
+        return Some(Duration::from_millis(ms as u64));
     }
     let v = retry_after?.trim();
     if let Ok(secs) = v.parse::<u64>() {
         return Some(Duration::from_secs(secs.min(1_000_000_000)));
     }
     if let Ok(secs) = v.parse::<f64>() {
-        if secs.is_finite() && secs >= 0.0 && secs < 1e9 {
+        if secs.is_finite() && (0.0..1e9).contains(&secs) {
             return Some(Duration::from_secs_f64(secs));
         }
         return None;

@@ -173,7 +173,8 @@ impl std::fmt::Display for TransportError {
     }
 }
 
-type SseStream = Pin<Box<dyn Stream<Item = Result<eventsource_stream::Event, EventStreamError<TransportError>>> + Send>>;
+type SseStream =
+    Pin<Box<dyn Stream<Item = Result<eventsource_stream::Event, EventStreamError<TransportError>>> + Send>>;
 
 /// The upstream's events, decoded. [`EventStream::next`] is cancel-safe.
 pub struct EventStream {

@@ -30,7 +30,7 @@ fn resolves_keyring_and_env_and_caches() {
     kr.delete("a").expect("delete");
     assert!(secrets.resolve(&KeyRef::Keyring("a".into())).is_ok(), "cached");
     secrets.clear_cache();
-    let err = secrets.resolve(&KeyRef::Keyring("a".into())).unwrap_err();
+    let err = secrets.resolve(&KeyRef::Keyring("a".into())).expect_err("must fail");
     assert!(matches!(err, SecretError::MissingKeyring(_)));
     assert!(err.to_string().contains("keyhaven key set a"));
     assert!(matches!(secrets.resolve(&KeyRef::Env("NOPE".into())), Err(SecretError::MissingEnv(_))));

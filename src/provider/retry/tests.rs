@@ -26,7 +26,9 @@ fn retry_after_is_total() {
         x ^= x >> 7;
         x ^= x << 17;
         let len = (x % 40) as usize;
-        let s: String = (0..len).map(|i| char::from(b" 0123456789.,:-+eEGMTSunNovinf\u{7f}"[((x >> (i % 60)) % 34) as usize])).collect();
+        let s: String = (0..len)
+            .map(|i| char::from(b" 0123456789.,:-+eEGMTSunNovinf\x7f"[((x >> (i % 60)) % 34) as usize]))
+            .collect();
         let _ = parse_retry_after(Some(&s), Some(&s), now);
     }
     for s in ["1e400", "NaN", "inf", "18446744073709551616", "99999999999999999999999"] {
