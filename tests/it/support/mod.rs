@@ -1,0 +1,228 @@
+//! Test harness: a scriptable mock upstream, an engine on port 0 with a temp data dir, and
+//! helpers to read a client's stream back into canonical form.
+
+pub mod fixtures;
+pub mod mock;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use keyhaven::app::{Engine, EngineHandle};
+use keyhaven::config::{EngineConfig, load_str};
+use keyhaven::dialect::sse::SseEvent;
+use keyhaven::dialect::{anthropic, openai_chat};
+use keyhaven::model::{Accumulator, Response, StreamEvent};
+use keyhaven::secrets::{Keyring, MemoryKeyring, Secrets};
+use keyhaven::store::CallDetail;
+use secrecy::SecretString;
+
+pub use mock::{MockUpstream, Reply};
+
+/// The provider key every test engine uses; it must never show up in bodies, rows or logs.
+pub const CANARY_KEY: &str = "sk-canary-0123456789abcdef";
+
+/// The two upstream dialects, each behind its own model name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Up {
+    Openai,
+    Anthropic,
+}
+
+impl Up {
+    pub fn model(self) -> &'static str {
+        match self {
+            Up::Openai => "oa-model",
+            Up::Anthropic => "an-model",
+        }
+    }
+}
+
+/// The two client dialects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Client {
+    Openai,
+    Anthropic,
+}
+
+impl Client {
+    pub fn path(self) -> &'static str {
+        match self {
+            Client::Openai => "/v1/chat/completions",
+            Client::Anthropic => "/v1/messages",
+        }
+    }
+}
+
+pub struct TestEngine {
+    pub engine: Option<Engine>,
+    pub handle: EngineHandle,
+    pub dir: tempfile::TempDir,
+    pub base: String,
+    pub http: reqwest::Client,
+}
+
+pub fn config_text(mock_url: &str, extra: &str) -> String {
+    format!(
+        r#"
+[server]
+listen = "127.0.0.1:0"
+{extra}
+
+[retry]
+base_backoff = 10
+
+[[providers]]
+name = "oa"
+kind = "openai"
+base_url = "{mock_url}/v1"
+key = "keyring:test-key"
+
+[[providers]]
+name = "an"
+kind = "anthropic"
+base_url = "{mock_url}/v1"
+key = "keyring:test-key"
+
+[[models]]
+name = "oa-model"
+provider = "oa"
+upstream = "gpt-4o-mini"
+capabilities = {{ tools = true, vision = true, thinking = true }}
+
+[[models]]
+name = "an-model"
+provider = "an"
+upstream = "claude-sonnet-4-5"
+capabilities = {{ tools = true, vision = true, thinking = true }}
+"#
+    )
+}
+
+impl TestEngine {
+    pub async fn start(mock: &MockUpstream) -> TestEngine {
+        TestEngine::start_with(mock, "").await
+    }
+
+    /// `extra` goes into the `[server]` table.
+    pub async fn start_with(mock: &MockUpstream, extra: &str) -> TestEngine {
+        let dir = tempfile::tempdir().expect("tempdir");
+        TestEngine::start_in(dir, &config_text(&mock.url(), extra)).await
+    }
+
+    pub async fn start_in(dir: tempfile::TempDir, config: &str) -> TestEngine {
+        let file = load_str("test.toml", config).expect("test config");
+        let keyring = Arc::new(MemoryKeyring::default());
+        keyring.set("test-key", &SecretString::from(CANARY_KEY)).expect("key");
+        let secrets = Secrets::new(keyring, Arc::new(|_| None));
+        let config = EngineConfig {
+            config_path: None,
+            database_path: dir.path().join("keyhaven.db"),
+            file,
+            listen: Some("127.0.0.1:0".parse().expect("addr")),
+        };
+        let engine = Engine::start(config, secrets).await.expect("engine starts");
+        let handle = engine.handle();
+        let base = format!("http://{}", engine.local_addr());
+        TestEngine { engine: Some(engine), handle, dir, base, http: reqwest::Client::new() }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn post(&self, client: Client, body: &serde_json::Value) -> reqwest::Response {
+        self.http
+            .post(self.url(client.path()))
+            .header("content-type", "application/json")
+            .header("user-agent", "keyhaven-tests/1.0")
+            .header("anthropic-version", "2023-06-01")
+            .json(body)
+            .send()
+            .await
+            .expect("request reaches the engine")
+    }
+
+    /// The single call row (waits for it to be finalised).
+    pub async fn only_call(&self) -> CallDetail {
+        let calls = self.wait_calls(1).await;
+        calls.into_iter().next().expect("one call")
+    }
+
+    /// Waits until `n` calls are finalised, then returns them (newest first).
+    pub async fn wait_calls(&self, n: usize) -> Vec<CallDetail> {
+        let store = &self.handle.store;
+        for _ in 0..200 {
+            let _ = store.flush().await;
+            let rows = store
+                .recent_calls(keyhaven::store::CallFilter { limit: 100, ..Default::default() })
+                .await
+                .expect("read calls");
+            if rows.len() >= n && rows.iter().all(|r| r.status != keyhaven::model::CallStatus::InFlight) {
+                let mut out = Vec::new();
+                for r in rows {
+                    out.push(store.call_detail(&r.id).await.expect("detail").expect("row"));
+                }
+                return out;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("calls were not finalised in time");
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(e) = self.engine.take() {
+            e.shutdown(Duration::from_secs(5)).await;
+        }
+    }
+}
+
+/// Parses a whole SSE body.
+pub async fn parse_sse(text: &str) -> Vec<SseEvent> {
+    let chunks = futures::stream::iter([Ok::<_, std::convert::Infallible>(bytes::Bytes::from(text.to_owned()))]);
+    chunks
+        .eventsource()
+        .filter_map(|ev| async move { ev.ok() })
+        .map(|ev| SseEvent { event: (ev.event != "message").then_some(ev.event), data: ev.data })
+        .collect()
+        .await
+}
+
+/// Decodes what a client received in its dialect back into canonical events.
+pub async fn client_events(client: Client, text: &str) -> Vec<StreamEvent> {
+    let mut out = Vec::new();
+    match client {
+        Client::Openai => {
+            let mut d = openai_chat::StreamDecoder::new();
+            for ev in parse_sse(text).await {
+                d.decode(&ev, &mut out).expect("client stream decodes");
+            }
+            d.finish(&mut out);
+        }
+        Client::Anthropic => {
+            let mut d = anthropic::StreamDecoder::new();
+            for ev in parse_sse(text).await {
+                d.decode(&ev, &mut out).expect("client stream decodes");
+            }
+            d.finish(&mut out);
+        }
+    }
+    out
+}
+
+pub fn accumulate(events: &[StreamEvent]) -> Response {
+    let mut acc = Accumulator::new();
+    for e in events {
+        acc.push(e);
+    }
+    acc.finish(0)
+}
+
+/// Decodes a non-streamed answer in the client's dialect.
+pub fn client_response(client: Client, body: &[u8]) -> Response {
+    match client {
+        Client::Openai => openai_chat::decode_response(body).expect("openai response decodes"),
+        Client::Anthropic => anthropic::decode_response(body).expect("anthropic response decodes"),
+    }
+}
