@@ -290,13 +290,13 @@ async fn rollup_sums_match_the_rows() {
             s.provider = None;
         }
         let started = s.started_ms;
-        let _ = store.record_start(s);
+        drop(store.record_start(s));
         let idx = usize::try_from(i).expect("small") % statuses.len();
         let mut f = finish(&id, started + 34, statuses[idx], u64::try_from(i).expect("small"));
         if i % 7 == 0 {
             f.cost_micros = None;
         }
-        let _ = store.record_finish(f);
+        drop(store.record_finish(f));
     }
     store.flush().await.expect("flush");
 
@@ -336,7 +336,7 @@ async fn rollup_sums_match_the_rows() {
     assert_eq!(store.usage_by_day("2025-01-01").await.expect("by day"), want);
     assert_eq!(
         store.usage_by_day("2025-01-03").await.expect("since").len(),
-        want.iter().filter(|w| w.day >= "2025-01-03".to_owned()).count()
+        want.iter().filter(|w| w.day.as_str() >= "2025-01-03").count()
     );
 
     let totals = store.usage_totals("2025-01-01").await.expect("totals");
@@ -439,7 +439,7 @@ fn dropping_the_store_drains_and_does_not_hang() {
     let path = db_path(&dir);
     let store = Store::open(&path, opts(1)).expect("open");
     for i in 0..300 {
-        let _ = store.record_start(start(&format!("x{i}"), DAY0 + i, "m"));
+        drop(store.record_start(start(&format!("x{i}"), DAY0 + i, "m")));
     }
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
