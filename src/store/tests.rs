@@ -477,3 +477,34 @@ fn idle_writer_checkpoints_the_wal() {
     assert!(truncated, "WAL was not checkpointed");
     store.close().expect("close");
 }
+
+#[tokio::test]
+async fn a_full_disk_fails_only_the_affected_records_and_the_writer_keeps_going() {
+    let store = Store::open_in_memory(opts(1)).expect("open");
+    store.record_start(start("before", DAY0, "m")).await.expect("start");
+    // Simulate a full disk: the database may not grow beyond its current size.
+    let pages: i64 = store.with_read_conn(|c| c.query_row("PRAGMA page_count", [], |r| r.get(0))).expect("pages");
+    store.with_read_conn(|c| c.pragma_update(None, "max_page_count", pages)).expect("cap size");
+    let big = |id: &str| CallStart { request_body: Some("x".repeat(256 * 1024)), ..start(id, DAY0, "m") };
+
+    // One batch: the big record does not fit. SQLite rolls back the whole transaction on a full
+    // disk, so every record of the batch fails with that error.
+    let pause = store.pause_writer();
+    let small = store.record_finish(finish("before", DAY0 + 34, CallStatus::Ok, 1));
+    let huge = store.record_start(big("huge"));
+    let later = store.record_start(start("later", DAY0, "m"));
+    drop(pause);
+    for ack in [small, huge, later] {
+        let err = ack.await.expect_err("must fail");
+        assert_eq!(err.kind(), "sqlite");
+        assert!(err.to_string().contains("full"), "{err}");
+    }
+    assert_eq!(store.count_calls().await.expect("count"), 1);
+
+    // Space is back: the writer is still running and records again.
+    store.with_read_conn(|c| c.pragma_update(None, "max_page_count", 1_000_000)).expect("uncap");
+    store.record_start(big("after")).await.expect("writer still running");
+    store.record_finish(finish("before", DAY0 + 34, CallStatus::Ok, 1)).await.expect("finish again");
+    assert_eq!(store.count_calls().await.expect("count"), 2);
+    assert_eq!(store.usage_totals("2025-01-01").await.expect("totals").calls, 1);
+}
