@@ -339,6 +339,12 @@ impl Store {
         PauseGuard { _release: release }
     }
 
+    /// Test hook: runs `f` on the read connection (the writer's own for in-memory stores).
+    #[cfg(test)]
+    pub(crate) fn with_read_conn<T>(&self, f: impl FnOnce(&Connection) -> T) -> T {
+        f(&self.reader.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
     async fn read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,

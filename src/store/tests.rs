@@ -1,1 +1,510 @@
-//! Unit tests of the call store.
+//! Unit tests of the call store: schema, writer semantics, rollups and failure paths.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::model::{CallFinish, CallStart, CallStatus, Usage};
+use crate::store::{CallDetail, CallFilter, CallSummary, Store, StoreError, StoreOptions, UsageRow, schema};
+
+/// 2025-01-01T00:00:00Z in ms.
+const DAY0: i64 = 1_735_689_600_000;
+const DAY_MS: i64 = 86_400_000;
+
+fn opts(epoch: i64) -> StoreOptions {
+    StoreOptions { epoch, ..StoreOptions::default() }
+}
+
+fn start(id: &str, started_ms: i64, model: &str) -> CallStart {
+    CallStart {
+        id: id.to_owned(),
+        started_ms,
+        dialect: "openai_chat".into(),
+        client: "curl".into(),
+        model: model.to_owned(),
+        model_id: Some(format!("{model}-id")),
+        provider: Some("openai".into()),
+        upstream_model: Some(format!("{model}-up")),
+        stream: true,
+        request_body: Some("{\"req\":1}".into()),
+    }
+}
+
+fn finish(id: &str, finished_ms: i64, status: CallStatus, tokens: u64) -> CallFinish {
+    CallFinish {
+        id: id.to_owned(),
+        finished_ms,
+        status,
+        http_status: Some(200),
+        usage: Usage {
+            input_tokens: tokens,
+            output_tokens: tokens * 2,
+            cache_read_tokens: tokens * 3,
+            cache_write_tokens: tokens * 4,
+            reasoning_tokens: tokens,
+        },
+        usage_estimated: false,
+        cost_micros: Some(i64::try_from(tokens).expect("small") * 10),
+        price_version: Some("2026-11-30".into()),
+        ttft_ms: Some(12),
+        total_ms: 34,
+        retries: 1,
+        error_kind: None,
+        error_message: None,
+        response_body: Some("{\"resp\":1}".into()),
+    }
+}
+
+fn db_path(dir: &tempfile::TempDir) -> std::path::PathBuf {
+    dir.path().join("data").join("keyhaven.db")
+}
+
+fn raw(path: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(path).expect("raw connection")
+}
+
+#[tokio::test]
+async fn migrations_apply_on_a_fresh_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = db_path(&dir);
+    let store = Store::open(&path, opts(1)).expect("open");
+    assert_eq!(store.count_calls().await.expect("count"), 0);
+    store.close().expect("close");
+    let conn = raw(&path);
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).expect("user_version");
+    assert_eq!(version, schema::supported_version());
+    let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).expect("journal_mode");
+    assert_eq!(mode, "wal");
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .expect("prepare")
+        .query_map([], |r| r.get(0))
+        .expect("query")
+        .collect::<rusqlite::Result<_>>()
+        .expect("rows");
+    assert_eq!(tables, ["calls", "usage_daily"]);
+}
+
+#[tokio::test]
+async fn reopen_keeps_rows_and_reapplies_no_migration() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = db_path(&dir);
+    let store = Store::open(&path, opts(1)).expect("open");
+    store.record_start(start("a", DAY0, "gpt-4o")).await.expect("start");
+    store.record_finish(finish("a", DAY0 + 34, CallStatus::Ok, 5)).await.expect("finish");
+    let before = store.call_detail("a").await.expect("detail");
+    store.close().expect("close");
+
+    let store = Store::open(&path, opts(2)).expect("reopen");
+    assert_eq!(store.count_calls().await.expect("count"), 1);
+    assert_eq!(store.call_detail("a").await.expect("detail"), before);
+    assert_eq!(store.usage_totals("2000-01-01").await.expect("totals").calls, 1);
+}
+
+#[tokio::test]
+async fn a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = db_path(&dir);
+    Store::open(&path, opts(1)).expect("open").close().expect("close");
+    raw(&path).pragma_update(None, "user_version", 999).expect("set user_version");
+    let err = Store::open(&path, opts(2)).expect_err("must refuse");
+    assert_eq!(err.kind(), "schema_too_new");
+    assert_eq!(
+        err,
+        StoreError::SchemaTooNew {
+            path: path.display().to_string(),
+            found: 999,
+            supported: schema::supported_version()
+        }
+    );
+    let msg = err.to_string();
+    assert!(msg.contains("newer Keyhaven") && msg.contains("schema 999"), "{msg}");
+    assert!(msg.contains(&path.display().to_string()), "{msg}");
+}
+
+#[tokio::test]
+async fn start_and_finish_round_trip_every_field() {
+    let store = Store::open_in_memory(opts(77)).expect("open");
+    let s = start("r1", DAY0 + 5, "claude-sonnet-4-5");
+    let mut f = finish("r1", DAY0 + 1005, CallStatus::Error, 7);
+    f.http_status = Some(529);
+    f.usage_estimated = true;
+    f.error_kind = Some("overloaded".into());
+    f.error_message = Some("busy".into());
+    f.retries = 3;
+    f.total_ms = 1000;
+    store.record_start(s.clone()).await.expect("start");
+
+    let inflight = store.call_detail("r1").await.expect("detail").expect("row");
+    assert_eq!(inflight.summary.status, CallStatus::InFlight);
+    assert_eq!(inflight.summary.finished_ms, None);
+    assert_eq!(inflight.summary.usage, Usage::default());
+
+    store.record_finish(f.clone()).await.expect("finish");
+    let got = store.call_detail("r1").await.expect("detail").expect("row");
+    let want = CallDetail {
+        summary: CallSummary {
+            id: "r1".into(),
+            started_ms: s.started_ms,
+            finished_ms: Some(f.finished_ms),
+            status: CallStatus::Error,
+            dialect: s.dialect.clone(),
+            client: s.client.clone(),
+            model: s.model.clone(),
+            model_id: s.model_id.clone(),
+            provider: s.provider.clone(),
+            upstream_model: s.upstream_model.clone(),
+            stream: true,
+            http_status: Some(529),
+            usage: f.usage,
+            usage_estimated: true,
+            cost_micros: f.cost_micros,
+            price_version: f.price_version.clone(),
+            ttft_ms: f.ttft_ms,
+            total_ms: Some(1000),
+            retries: 3,
+            error_kind: Some("overloaded".into()),
+            error_message: Some("busy".into()),
+        },
+        request_body: s.request_body.clone(),
+        response_body: f.response_body.clone(),
+        process_epoch: Some(77),
+    };
+    assert_eq!(got, want);
+    assert_eq!(store.call_detail("nope").await.expect("detail"), None);
+
+    let listed = store.recent_calls(CallFilter::default()).await.expect("recent");
+    assert_eq!(listed, vec![want.summary.clone()]);
+    let json = serde_json::to_value(&got).expect("json");
+    assert_eq!(json["status"], "error");
+    assert_eq!(json["request_body"], "{\"req\":1}");
+}
+
+#[tokio::test]
+async fn finish_without_start_inserts_a_complete_row() {
+    let store = Store::open_in_memory(opts(1)).expect("open");
+    let f = finish("orphan", DAY0 + 100, CallStatus::Ok, 3);
+    store.record_finish(f.clone()).await.expect("finish");
+    let got = store.call_detail("orphan").await.expect("detail").expect("row");
+    assert_eq!(got.summary.started_ms, DAY0 + 100 - f.total_ms);
+    assert_eq!(got.summary.status, CallStatus::Ok);
+    assert_eq!(got.summary.usage, f.usage);
+    assert_eq!(got.summary.model, "");
+    assert_eq!(got.process_epoch, None);
+    let days = store.usage_by_day("2025-01-01").await.expect("days");
+    assert_eq!(days.len(), 1);
+    assert_eq!((days[0].calls, days[0].model.as_str()), (1, ""));
+    // A late start for the same id changes nothing.
+    store.record_start(start("orphan", DAY0, "gpt-4o")).await.expect("late start");
+    let again = store.call_detail("orphan").await.expect("detail").expect("row");
+    assert_eq!(again, got);
+}
+
+#[tokio::test]
+async fn duplicate_start_and_finish_are_ignored() {
+    let store = Store::open_in_memory(opts(1)).expect("open");
+    store.record_start(start("d", DAY0, "first")).await.expect("start");
+    store.record_start(start("d", DAY0 + 1, "second")).await.expect("duplicate start");
+    let row = store.call_detail("d").await.expect("detail").expect("row");
+    assert_eq!((row.summary.model.as_str(), row.summary.started_ms), ("first", DAY0));
+
+    store.record_finish(finish("d", DAY0 + 10, CallStatus::Ok, 1)).await.expect("finish");
+    store.record_finish(finish("d", DAY0 + 20, CallStatus::Error, 9)).await.expect("second finish");
+    let row = store.call_detail("d").await.expect("detail").expect("row");
+    assert_eq!((row.summary.status, row.summary.finished_ms), (CallStatus::Ok, Some(DAY0 + 10)));
+    assert_eq!(store.count_calls().await.expect("count"), 1);
+    let totals = store.usage_totals("2025-01-01").await.expect("totals");
+    assert_eq!((totals.calls, totals.errors, totals.usage.input_tokens), (1, 0, 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_thousand_concurrent_calls_all_commit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(Store::open(&db_path(&dir), opts(1)).expect("open"));
+    let mut tasks = Vec::new();
+    for t in 0..4 {
+        let store = Arc::clone(&store);
+        tasks.push(tokio::spawn(async move {
+            for i in 0..250 {
+                let id = format!("c-{t}-{i}");
+                let started = store.record_start(start(&id, DAY0 + i, "m"));
+                let finished = store.record_finish(finish(&id, DAY0 + i + 34, CallStatus::Ok, 1));
+                started.await?;
+                finished.await?;
+            }
+            Ok::<(), StoreError>(())
+        }));
+    }
+    for task in tasks {
+        task.await.expect("join").expect("all acked");
+    }
+    assert_eq!(store.count_calls().await.expect("count"), 1000);
+    let totals = store.usage_totals("2025-01-01").await.expect("totals");
+    assert_eq!((totals.calls, totals.usage.input_tokens, totals.cost_micros), (1000, 1000, 10_000));
+    assert_eq!(store.dropped(), 0);
+}
+
+#[tokio::test]
+async fn stale_in_flight_rows_become_interrupted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = db_path(&dir);
+    let old = Store::open(&path, opts(100)).expect("open");
+    old.record_start(start("old", DAY0, "m")).await.expect("start");
+    old.record_start(start("done", DAY0, "m")).await.expect("start");
+    old.record_finish(finish("done", DAY0 + 34, CallStatus::Ok, 1)).await.expect("finish");
+    old.close().expect("close");
+    // A row stamped by a newer process (e.g. another instance) must stay in flight.
+    let newer = Store::open(&path, opts(300)).expect("open");
+    newer.record_start(start("newer", DAY0, "m")).await.expect("start");
+    newer.close().expect("close");
+
+    let store = Store::open(&path, opts(200)).expect("reopen");
+    store.record_start(start("current", DAY0, "m")).await.expect("start");
+    assert_eq!(store.interrupt_stale().await.expect("interrupt"), 1);
+    assert_eq!(store.interrupt_stale().await.expect("idempotent"), 0);
+
+    let old = store.call_detail("old").await.expect("detail").expect("row");
+    assert_eq!(old.summary.status, CallStatus::Interrupted);
+    assert_eq!(old.summary.finished_ms, Some(200));
+    assert!(old.summary.usage_estimated);
+    assert_eq!(old.summary.error_kind.as_deref(), Some("interrupted"));
+    for id in ["newer", "current"] {
+        let row = store.call_detail(id).await.expect("detail").expect("row");
+        assert_eq!(row.summary.status, CallStatus::InFlight, "{id}");
+    }
+    assert_eq!(store.call_detail("done").await.expect("detail").expect("row").summary.status, CallStatus::Ok);
+    let totals = store.usage_totals("2025-01-01").await.expect("totals");
+    assert_eq!((totals.calls, totals.errors), (2, 1));
+}
+
+#[tokio::test]
+async fn rollup_sums_match_the_rows() {
+    let store = Store::open_in_memory(opts(1)).expect("open");
+    let statuses = [CallStatus::Ok, CallStatus::Error, CallStatus::Canceled, CallStatus::Ok];
+    for i in 0..40_i64 {
+        let id = format!("r{i}");
+        let model = if i % 3 == 0 { "a" } else { "b" };
+        let mut s = start(&id, DAY0 + (i % 4) * DAY_MS + i, model);
+        s.client = if i % 2 == 0 { "x".into() } else { "y".into() };
+        if i % 5 == 0 {
+            s.provider = None;
+        }
+        let started = s.started_ms;
+        drop(store.record_start(s));
+        let idx = usize::try_from(i).expect("small") % statuses.len();
+        let mut f = finish(&id, started + 34, statuses[idx], u64::try_from(i).expect("small"));
+        if i % 7 == 0 {
+            f.cost_micros = None;
+        }
+        drop(store.record_finish(f));
+    }
+    store.flush().await.expect("flush");
+
+    let rows = store.recent_calls(CallFilter { limit: 1000, ..CallFilter::default() }).await.expect("rows");
+    assert_eq!(rows.len(), 40);
+    let mut want: Vec<UsageRow> = Vec::new();
+    for r in &rows {
+        let secs = r.started_ms / 1000;
+        let day = format!("2025-01-0{}", 1 + (secs - DAY0 / 1000) / 86_400);
+        let pos = match want.iter().position(|w| w.day == day && w.model == r.model) {
+            Some(p) => p,
+            None => {
+                want.push(UsageRow {
+                    day,
+                    model: r.model.clone(),
+                    calls: 0,
+                    errors: 0,
+                    usage: Usage::default(),
+                    cost_micros: 0,
+                    total_ms_sum: 0,
+                });
+                want.len() - 1
+            }
+        };
+        let w = &mut want[pos];
+        w.calls += 1;
+        w.errors += u64::from(matches!(r.status, CallStatus::Error | CallStatus::Interrupted));
+        w.usage.input_tokens += r.usage.input_tokens;
+        w.usage.output_tokens += r.usage.output_tokens;
+        w.usage.cache_read_tokens += r.usage.cache_read_tokens;
+        w.usage.cache_write_tokens += r.usage.cache_write_tokens;
+        w.usage.reasoning_tokens += r.usage.reasoning_tokens;
+        w.cost_micros += r.cost_micros.unwrap_or(0);
+        w.total_ms_sum += r.total_ms.unwrap_or(0);
+    }
+    want.sort_by(|a, b| (&a.day, &a.model).cmp(&(&b.day, &b.model)));
+    assert_eq!(store.usage_by_day("2025-01-01").await.expect("by day"), want);
+    assert_eq!(
+        store.usage_by_day("2025-01-03").await.expect("since").len(),
+        want.iter().filter(|w| w.day.as_str() >= "2025-01-03").count()
+    );
+
+    let totals = store.usage_totals("2025-01-01").await.expect("totals");
+    assert_eq!(totals.calls, 40);
+    assert_eq!(totals.errors, 10);
+    assert_eq!(totals.cost_micros, want.iter().map(|w| w.cost_micros).sum::<i64>());
+    assert_eq!(totals.usage.input_tokens, (0..40).sum::<u64>());
+
+    // Filters.
+    let only_a = store
+        .recent_calls(CallFilter { model: Some("a".into()), status: Some(CallStatus::Ok), ..CallFilter::default() })
+        .await
+        .expect("filtered");
+    assert!(!only_a.is_empty());
+    assert!(only_a.iter().all(|r| r.model == "a" && r.status == CallStatus::Ok));
+    let page = store
+        .recent_calls(CallFilter { limit: 5, offset: 5, client: Some("x".into()), ..CallFilter::default() })
+        .await
+        .expect("page");
+    assert_eq!(page.len(), 5);
+    assert!(page.windows(2).all(|w| w[0].started_ms >= w[1].started_ms));
+    let since = store
+        .recent_calls(CallFilter { since_ms: Some(DAY0 + 3 * DAY_MS), ..CallFilter::default() })
+        .await
+        .expect("since");
+    assert_eq!(since.len(), 10);
+}
+
+#[tokio::test]
+async fn prune_and_delete_keep_rollups() {
+    let store = Store::open_in_memory(opts(1)).expect("open");
+    for (id, day) in [("p0", 0), ("p1", 1), ("p2", 2)] {
+        store.record_start(start(id, DAY0 + day * DAY_MS, "m")).await.expect("start");
+        store.record_finish(finish(id, DAY0 + day * DAY_MS + 34, CallStatus::Ok, 1)).await.expect("finish");
+    }
+    store.record_start(start("inflight", DAY0, "m")).await.expect("start");
+    let before = store.usage_by_day("2025-01-01").await.expect("by day");
+    assert_eq!(store.prune(DAY0 + 2 * DAY_MS).await.expect("prune"), 2);
+    assert_eq!(store.count_calls().await.expect("count"), 2);
+    assert!(store.call_detail("inflight").await.expect("detail").is_some());
+    assert_eq!(store.delete_call("p2").await.expect("delete"), 1);
+    assert_eq!(store.delete_call("p2").await.expect("delete again"), 0);
+    assert_eq!(store.count_calls().await.expect("count"), 1);
+    assert_eq!(store.usage_by_day("2025-01-01").await.expect("by day"), before);
+    assert_eq!(before.len(), 3);
+}
+
+#[tokio::test]
+async fn a_full_queue_drops_and_counts() {
+    let store = Store::open_in_memory(StoreOptions { writer_queue: 2, ..opts(1) }).expect("open");
+    let pause = store.pause_writer();
+    let a = store.record_start(start("q1", DAY0, "m"));
+    let b = store.record_start(start("q2", DAY0, "m"));
+    let c = store.record_start(start("q3", DAY0, "m"));
+    let d = store.record_finish(finish("q1", DAY0, CallStatus::Ok, 1));
+    assert_eq!(c.await, Err(StoreError::QueueFull));
+    assert_eq!(d.await.map_err(|e| e.kind()), Err("queue_full"));
+    assert_eq!(store.dropped(), 2);
+    drop(pause);
+    a.await.expect("first committed");
+    b.await.expect("second committed");
+    assert_eq!(store.count_calls().await.expect("count"), 2);
+}
+
+#[tokio::test]
+async fn an_unwritable_location_is_a_clear_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A parent that is a file: fails for every user, root included.
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, b"x").expect("write file");
+    let err = Store::open(&file.join("keyhaven.db"), opts(1)).expect_err("must fail");
+    assert_eq!(err.kind(), "open");
+    assert!(err.to_string().contains("not-a-dir"), "{err}");
+
+    // A file that is not a database.
+    let junk = dir.path().join("junk.db");
+    std::fs::write(&junk, vec![7_u8; 4096]).expect("write junk");
+    let err = Store::open(&junk, opts(1)).expect_err("must fail");
+    assert_eq!(err.kind(), "open", "{err}");
+
+    // A read-only directory (skipped when permissions do not bind, e.g. as root).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let ro = dir.path().join("ro");
+        std::fs::create_dir(&ro).expect("mkdir");
+        std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).expect("chmod");
+        if std::fs::write(ro.join("probe"), b"x").is_err() {
+            let err = Store::open(&ro.join("keyhaven.db"), opts(1)).expect_err("must fail");
+            assert_eq!(err.kind(), "open", "{err}");
+            assert!(err.to_string().contains("cannot open database at"), "{err}");
+        }
+        std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755)).expect("chmod back");
+    }
+}
+
+#[test]
+fn dropping_the_store_drains_and_does_not_hang() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = db_path(&dir);
+    let store = Store::open(&path, opts(1)).expect("open");
+    for i in 0..300 {
+        drop(store.record_start(start(&format!("x{i}"), DAY0 + i, "m")));
+    }
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        drop(store);
+        let _ = done_tx.send(());
+    });
+    done_rx.recv_timeout(Duration::from_secs(20)).expect("drop finished");
+    let n: i64 = raw(&path).query_row("SELECT COUNT(*) FROM calls", [], |r| r.get(0)).expect("count");
+    assert_eq!(n, 300);
+}
+
+#[test]
+fn acks_can_be_waited_on_without_a_runtime() {
+    let store = Store::open_in_memory(opts(1)).expect("open");
+    store.record_start(start("w", DAY0, "m")).wait_blocking().expect("committed");
+    store.close().expect("close");
+}
+
+#[test]
+fn idle_writer_checkpoints_the_wal() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = db_path(&dir);
+    let store =
+        Store::open(&path, StoreOptions { idle_checkpoint: Duration::from_millis(50), ..opts(1) }).expect("open");
+    store.record_start(start("k", DAY0, "m")).wait_blocking().expect("committed");
+    let wal = path.with_extension("db-wal");
+    let mut truncated = false;
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(20));
+        if std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0) == 0 {
+            truncated = true;
+            break;
+        }
+    }
+    assert!(truncated, "WAL was not checkpointed");
+    store.close().expect("close");
+}
+
+#[tokio::test]
+async fn a_full_disk_fails_only_the_affected_records_and_the_writer_keeps_going() {
+    let store = Store::open_in_memory(opts(1)).expect("open");
+    store.record_start(start("before", DAY0, "m")).await.expect("start");
+    // Simulate a full disk: the database may not grow beyond its current size.
+    let pages: i64 = store.with_read_conn(|c| c.query_row("PRAGMA page_count", [], |r| r.get(0))).expect("pages");
+    store.with_read_conn(|c| c.pragma_update(None, "max_page_count", pages)).expect("cap size");
+    let big = |id: &str| CallStart { request_body: Some("x".repeat(256 * 1024)), ..start(id, DAY0, "m") };
+
+    // One batch: the big record does not fit. SQLite rolls back the whole transaction on a full
+    // disk, so every record of the batch fails with that error.
+    let pause = store.pause_writer();
+    let small = store.record_finish(finish("before", DAY0 + 34, CallStatus::Ok, 1));
+    let huge = store.record_start(big("huge"));
+    let later = store.record_start(start("later", DAY0, "m"));
+    drop(pause);
+    for ack in [small, huge, later] {
+        let err = ack.await.expect_err("must fail");
+        assert_eq!(err.kind(), "sqlite");
+        assert!(err.to_string().contains("full"), "{err}");
+    }
+    assert_eq!(store.count_calls().await.expect("count"), 1);
+
+    // Space is back: the writer is still running and records again.
+    store.with_read_conn(|c| c.pragma_update(None, "max_page_count", 1_000_000)).expect("uncap");
+    store.record_start(big("after")).await.expect("writer still running");
+    store.record_finish(finish("before", DAY0 + 34, CallStatus::Ok, 1)).await.expect("finish again");
+    assert_eq!(store.count_calls().await.expect("count"), 2);
+    assert_eq!(store.usage_totals("2025-01-01").await.expect("totals").calls, 1);
+}

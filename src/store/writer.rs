@@ -76,6 +76,13 @@ enum Done {
 }
 
 impl Done {
+    fn error(&self) -> Option<StoreError> {
+        match self {
+            Done::Unit(_, Err(e)) | Done::Count(_, Err(e)) => Some(e.clone()),
+            _ => None,
+        }
+    }
+
     fn send(self, commit: Result<(), &StoreError>) {
         match self {
             Done::Unit(r, res) => {
@@ -170,8 +177,9 @@ impl Writer {
             }
         };
         let mut done = Vec::with_capacity(batch.len());
-        for cmd in batch {
-            done.push(match cmd {
+        let mut batch = batch.into_iter();
+        while let Some(cmd) = batch.next() {
+            let applied = match cmd {
                 Command::Start(start, r) => {
                     Done::Unit(r, in_savepoint(&mut tx, |t| insert_start(t, &start, self.epoch)))
                 }
@@ -184,7 +192,17 @@ impl Writer {
                 Command::Flush(r) | Command::Shutdown(r) => Done::Unit(r, Ok(())),
                 #[cfg(test)]
                 Command::Pause { .. } => continue,
-            });
+            };
+            // Some errors (disk full, I/O) make SQLite roll back the whole transaction. Then nothing
+            // of this batch is committed: fail it all rather than run the rest outside a transaction.
+            if let Some(err) = applied.error().filter(|_| tx.is_autocommit()) {
+                tracing::warn!(error = %err, commands = done.len() + 1 + batch.len(), "store write batch rolled back");
+                done.push(applied);
+                done.into_iter().for_each(|d| d.send(Err(&err)));
+                batch.for_each(|cmd| cmd.fail(err.clone()));
+                return;
+            }
+            done.push(applied);
         }
         match tx.commit() {
             Ok(()) => done.into_iter().for_each(|d| d.send(Ok(()))),
