@@ -11,7 +11,7 @@ use crate::model::{
 
 /// Anthropic's smallest accepted thinking budget.
 const MIN_THINKING_BUDGET: u32 = 1024;
-/// Room left for the answer above the thinking budget when `max_tokens` has to be raised.
+/// Room left for the answer above the thinking budget when `max_tokens` is too small for it.
 const ANSWER_HEADROOM: u32 = 1024;
 
 pub(crate) fn cache_control(cache: &CacheControl) -> Value {
@@ -195,7 +195,11 @@ pub(crate) fn encode_request(req: &Request, upstream_model: &str, opts: &EncodeO
     });
     if let Some(budget) = budget {
         let budget = budget.max(MIN_THINKING_BUDGET);
-        max_tokens = max_tokens.max(budget.saturating_add(ANSWER_HEADROOM));
+        // Anthropic requires `budget_tokens < max_tokens`. A client's valid pair is kept as is
+        // (Claude Code sends 31999/32000, and raising it could pass the model's output limit).
+        if max_tokens <= budget {
+            max_tokens = budget.saturating_add(ANSWER_HEADROOM);
+        }
         body.insert("thinking".into(), json!({"type": "enabled", "budget_tokens": budget}));
     } else {
         if let Some(t) = req.params.temperature {

@@ -309,8 +309,13 @@ pub(crate) struct StreamInputJson {
 /// Deserialises a part of an already parsed body, reporting the bad field's path under `prefix`.
 pub(crate) fn from_value<T: DeserializeOwned>(value: &Value, prefix: &str) -> Result<T, DecodeError> {
     serde_path_to_error::deserialize(value).map_err(|err| {
-        let inner = err.path().to_string();
-        DecodeError::Field { path: join_path(prefix, &inner), message: err.into_inner().to_string() }
+        let mut path = join_path(prefix, &err.path().to_string());
+        let message = err.into_inner().to_string();
+        // serde reports a missing field at its parent; name the field itself.
+        if let Some(name) = message.strip_prefix("missing field `").and_then(|m| m.strip_suffix('`')) {
+            path = join_path(&path, name);
+        }
+        DecodeError::Field { path, message }
     })
 }
 
@@ -318,7 +323,7 @@ pub(crate) fn from_value<T: DeserializeOwned>(value: &Value, prefix: &str) -> Re
 pub(crate) fn join_path(prefix: &str, inner: &str) -> String {
     if inner == "." || inner.is_empty() {
         if prefix.is_empty() { "$".to_owned() } else { prefix.to_owned() }
-    } else if prefix.is_empty() {
+    } else if prefix.is_empty() || prefix == "$" {
         inner.to_owned()
     } else if inner.starts_with('[') {
         format!("{prefix}{inner}")
