@@ -86,7 +86,10 @@ impl Catalog {
                 return Err(format!("model `{}`: unknown provider `{}`", m.name(), m.provider.get_ref()));
             };
             let key_name = provider.key.as_ref().map_or("", KeyRef::name);
-            let table_price = prices.lookup(provider.kind.as_str(), &m.upstream);
+            // OpenAI-compatible vendors have their own sections in the price table.
+            let table_price = [provider.kind.as_str(), "deepseek", "kimi", "qwen"]
+                .iter()
+                .find_map(|vendor| prices.lookup(vendor, &m.upstream));
             let price = match &m.price {
                 Some(o) => Some(
                     override_price(table_price.unwrap_or_default(), o)

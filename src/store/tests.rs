@@ -51,6 +51,7 @@ fn finish(id: &str, finished_ms: i64, status: CallStatus, tokens: u64) -> CallFi
         retries: 1,
         error_kind: None,
         error_message: None,
+        request_body: Some("{\"req\":1}".into()),
         response_body: Some("{\"resp\":1}".into()),
     }
 }

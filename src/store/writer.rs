@@ -275,10 +275,10 @@ fn apply_finish(conn: &Connection, f: &CallFinish) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(
         "INSERT INTO calls (id, started_ms, finished_ms, status, http_status, input_tokens, output_tokens, \
          cache_read_tokens, cache_write_tokens, reasoning_tokens, usage_estimated, cost_micros, price_version, \
-         ttft_ms, total_ms, retries, error_kind, error_message, response_body) \
+         ttft_ms, total_ms, retries, error_kind, error_message, request_body, response_body) \
          VALUES (:id, :finished_ms - :total_ms, :finished_ms, :status, :http_status, :input, :output, :cache_read, \
          :cache_write, :reasoning, :estimated, :cost, :price_version, :ttft_ms, :total_ms, :retries, :error_kind, \
-         :error_message, :response_body) \
+         :error_message, :request_body, :response_body) \
          ON CONFLICT (id) DO UPDATE SET finished_ms = excluded.finished_ms, status = excluded.status, \
          http_status = excluded.http_status, input_tokens = excluded.input_tokens, \
          output_tokens = excluded.output_tokens, cache_read_tokens = excluded.cache_read_tokens, \
@@ -286,6 +286,7 @@ fn apply_finish(conn: &Connection, f: &CallFinish) -> rusqlite::Result<()> {
          usage_estimated = excluded.usage_estimated, cost_micros = excluded.cost_micros, \
          price_version = excluded.price_version, ttft_ms = excluded.ttft_ms, total_ms = excluded.total_ms, \
          retries = excluded.retries, error_kind = excluded.error_kind, error_message = excluded.error_message, \
+         request_body = COALESCE(excluded.request_body, calls.request_body), \
          response_body = excluded.response_body \
          WHERE calls.status = 'in_flight'",
     )?;
@@ -307,6 +308,7 @@ fn apply_finish(conn: &Connection, f: &CallFinish) -> rusqlite::Result<()> {
         ":retries": f.retries,
         ":error_kind": f.error_kind,
         ":error_message": f.error_message,
+        ":request_body": f.request_body,
         ":response_body": f.response_body,
     })?;
     if changed > 0 {

@@ -1,0 +1,324 @@
+//! The transcript suite: every case in all four directions (OpenAI→OpenAI, OpenAI→Anthropic,
+//! Anthropic→OpenAI, Anthropic→Anthropic), streamed and not. The client's answer is decoded back
+//! with its own dialect's codec and compared with what the upstream said; the call row is checked
+//! too.
+
+use serde_json::{Value, json};
+
+use keyhaven::model::{CallStatus, Part, Response, StopReason, StreamEvent};
+
+use crate::support::fixtures::{Case, request, upstream_sse};
+use crate::support::{Client, MockUpstream, Reply, TestEngine, Up, accumulate, client_events, client_response};
+
+const DIRECTIONS: [(Client, Up); 4] =
+    [(Client::Openai, Up::Openai), (Client::Openai, Up::Anthropic), (Client::Anthropic, Up::Openai), (Client::Anthropic, Up::Anthropic)];
+
+struct Outcome {
+    resp: Response,
+    events: Vec<StreamEvent>,
+    raw: String,
+    upstream_request: Value,
+    row: keyhaven::store::CallDetail,
+}
+
+async fn run(client: Client, up: Up, case: Case, stream: bool) -> Outcome {
+    let mock = MockUpstream::start().await;
+    mock.push(Reply::sse(&upstream_sse(up, case)));
+    let engine = TestEngine::start(&mock).await;
+    let resp = engine.post(client, &request(client, up.model(), stream, case)).await;
+    let status = resp.status();
+    assert!(resp.headers().contains_key("x-keyhaven-overhead-ms"), "overhead header");
+    assert!(resp.headers().contains_key("x-request-id"));
+    let raw = resp.text().await.expect("body");
+    let (resp, events) = if stream {
+        assert_eq!(status, 200, "{raw}");
+        let events = client_events(client, &raw).await;
+        (accumulate(&events), events)
+    } else if case == Case::ErrorMidStream {
+        (Response::default(), Vec::new())
+    } else {
+        assert_eq!(status, 200, "{raw}");
+        (client_response(client, raw.as_bytes()), Vec::new())
+    };
+    let seen = mock.seen();
+    assert_eq!(seen.len(), 1, "exactly one upstream attempt");
+    let expected_path = match up {
+        Up::Openai => "/v1/chat/completions",
+        Up::Anthropic => "/v1/messages",
+    };
+    assert_eq!(seen[0].path, expected_path);
+    let row = engine.only_call().await;
+    engine.stop().await;
+    Outcome { resp, events, raw, upstream_request: seen[0].body.clone(), row }
+}
+
+fn text_of(resp: &Response) -> String {
+    resp.content.iter().filter_map(|p| if let Part::Text { text, .. } = p { Some(text.as_str()) } else { None }).collect()
+}
+
+#[tokio::test]
+async fn plain_text_in_every_direction() {
+    for (client, up) in DIRECTIONS {
+        for stream in [true, false] {
+            let o = run(client, up, Case::Text, stream).await;
+            let ctx = format!("{client:?}->{up:?} stream={stream}");
+            assert_eq!(text_of(&o.resp), "Hello world", "{ctx}");
+            assert_eq!(o.resp.content.len(), 1, "{ctx}: no empty blocks: {:?}", o.resp.content);
+            assert_eq!(o.resp.stop_reason, Some(StopReason::EndTurn), "{ctx}");
+            assert_eq!(o.row.summary.status, CallStatus::Ok, "{ctx}");
+            assert_eq!(o.row.summary.usage.output_tokens, 5, "{ctx}");
+            assert_eq!(o.row.summary.usage.input_tokens, 20, "{ctx}");
+            assert!(!o.row.summary.usage_estimated, "{ctx}");
+            assert_eq!(o.row.summary.client, "keyhaven-tests/1.0");
+            // The upstream got the system prompt and the user turn in its own dialect.
+            match up {
+                Up::Openai => {
+                    assert_eq!(o.upstream_request["messages"][0], json!({"role": "system", "content": "Be brief."}), "{ctx}");
+                    assert_eq!(o.upstream_request["stream"], json!(true));
+                    assert_eq!(o.upstream_request["model"], json!("gpt-4o-mini"));
+                }
+                Up::Anthropic => {
+                    assert_eq!(o.upstream_request["system"][0]["text"], json!("Be brief."), "{ctx}");
+                    assert_eq!(o.upstream_request["model"], json!("claude-sonnet-4-5"));
+                }
+            }
+            if stream {
+                match client {
+                    Client::Openai => assert!(o.raw.trim_end().ends_with("data: [DONE]"), "{ctx}: {}", o.raw),
+                    Client::Anthropic => assert!(o.raw.contains("event: message_stop"), "{ctx}"),
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn two_parallel_tool_calls_with_fragmented_arguments() {
+    for (client, up) in DIRECTIONS {
+        for stream in [true, false] {
+            let o = run(client, up, Case::Tools, stream).await;
+            let ctx = format!("{client:?}->{up:?} stream={stream}");
+            let tools: Vec<_> = o
+                .resp
+                .content
+                .iter()
+                .filter_map(|p| match p {
+                    Part::ToolUse { id, name, input } => Some((id.clone(), name.clone(), input.clone())),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(
+                tools,
+                vec![
+                    ("call_a".to_owned(), "get_weather".to_owned(), json!({"city": "Paris"})),
+                    ("call_b".to_owned(), "get_time".to_owned(), json!({"tz": "CET"})),
+                ],
+                "{ctx}"
+            );
+            assert_eq!(o.resp.stop_reason, Some(StopReason::ToolUse), "{ctx}");
+            assert!(text_of(&o.resp).is_empty(), "{ctx}: no stray text block");
+            // Tool definitions reached the upstream in its own shape.
+            match up {
+                Up::Openai => {
+                    assert_eq!(o.upstream_request["tools"][0]["type"], json!("function"), "{ctx}");
+                    assert_eq!(o.upstream_request["tools"][1]["function"]["name"], json!("get_time"), "{ctx}");
+                }
+                Up::Anthropic => {
+                    assert_eq!(o.upstream_request["tools"][0]["name"], json!("get_weather"), "{ctx}");
+                    assert!(o.upstream_request["tools"][0]["input_schema"].is_object(), "{ctx}");
+                }
+            }
+            if stream {
+                // Arguments arrived in more than one fragment per call.
+                let fragments = o.events.iter().filter(|e| matches!(e, StreamEvent::ToolCallDelta { .. })).count();
+                assert!(fragments >= 4, "{ctx}: {fragments} fragments");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn thinking_with_signature() {
+    for (client, up) in DIRECTIONS {
+        for stream in [true, false] {
+            let o = run(client, up, Case::Thinking, stream).await;
+            let ctx = format!("{client:?}->{up:?} stream={stream}");
+            let Some(Part::Thinking { text, signature }) = o.resp.content.first() else {
+                panic!("{ctx}: thinking first: {:?}", o.resp.content)
+            };
+            assert_eq!(text, "Let me think.", "{ctx}");
+            assert_eq!(text_of(&o.resp), "Answer: 4", "{ctx}");
+            // Signatures survive end to end between Anthropic ends; OpenAI Chat cannot carry them.
+            let expect_sig = (client == Client::Anthropic && up == Up::Anthropic).then(|| "EqQBCkYIBxgCKkBsig==".to_owned());
+            assert_eq!(signature, &expect_sig, "{ctx}");
+            // The client's thinking request reached the upstream in its own terms.
+            match up {
+                Up::Openai => assert!(o.upstream_request.get("reasoning_effort").is_some(), "{ctx}: {}", o.upstream_request),
+                Up::Anthropic => assert_eq!(o.upstream_request["thinking"]["type"], json!("enabled"), "{ctx}"),
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn cache_usage_maps_to_each_dialect() {
+    for (client, up) in DIRECTIONS {
+        for stream in [true, false] {
+            let o = run(client, up, Case::Cache, stream).await;
+            let ctx = format!("{client:?}->{up:?} stream={stream}");
+            let u = o.row.summary.usage;
+            match up {
+                // OpenAI: prompt 1000 includes 800 cached.
+                Up::Openai => {
+                    assert_eq!((u.input_tokens, u.cache_read_tokens, u.cache_write_tokens), (200, 800, 0), "{ctx}")
+                }
+                // Anthropic: 200 uncached + 800 read + 100 written.
+                Up::Anthropic => {
+                    assert_eq!((u.input_tokens, u.cache_read_tokens, u.cache_write_tokens), (200, 800, 100), "{ctx}")
+                }
+            }
+            assert_eq!(u.output_tokens, 7, "{ctx}");
+            // What the client sees, in its own accounting.
+            let cu = o.resp.usage;
+            assert_eq!(cu.cache_read_tokens, 800, "{ctx}");
+            assert_eq!(cu.openai_prompt_tokens(), u.openai_prompt_tokens(), "{ctx}: total prompt preserved");
+            if client == Client::Openai && stream {
+                assert!(o.raw.contains("\"cached_tokens\":800"), "{ctx}: {}", o.raw);
+            }
+            if client == Client::Anthropic && up == Up::Anthropic {
+                assert_eq!(cu.cache_write_tokens, 100, "{ctx}");
+            }
+            // Cost is priced from the shipped table with cache reads and writes priced separately.
+            assert!(o.row.summary.cost_micros.is_some_and(|c| c > 0), "{ctx}: {:?}", o.row.summary.cost_micros);
+            assert!(o.row.summary.price_version.is_some(), "{ctx}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn error_mid_stream_ends_cleanly_and_is_recorded() {
+    for (client, up) in DIRECTIONS {
+        let o = run(client, up, Case::ErrorMidStream, true).await;
+        let ctx = format!("{client:?}->{up:?}");
+        assert_eq!(text_of(&o.resp), "partial", "{ctx}");
+        let err = o.events.iter().find_map(|e| if let StreamEvent::Error { error } = e { Some(error.clone()) } else { None });
+        let err = err.unwrap_or_else(|| panic!("{ctx}: a terminal error event: {}", o.raw));
+        assert!(err.message.contains("overloaded"), "{ctx}: {err:?}");
+        match client {
+            Client::Openai => assert!(o.raw.trim_end().ends_with("data: [DONE]"), "{ctx}: clean end: {}", o.raw),
+            Client::Anthropic => assert!(o.raw.contains("event: error"), "{ctx}"),
+        }
+        assert_eq!(o.row.summary.status, CallStatus::Error, "{ctx}");
+        assert!(o.row.summary.error_message.as_deref().unwrap_or("").contains("overloaded"), "{ctx}");
+        // Non-streaming: the same upstream failure is an error response (nothing was sent yet).
+        let n = run(client, up, Case::ErrorMidStream, false).await;
+        assert!(n.raw.contains("overloaded"), "{ctx}: {}", n.raw);
+        assert_eq!(n.row.summary.status, CallStatus::Error, "{ctx}");
+    }
+}
+
+/// A second turn carrying the first turn's reasoning back: DeepSeek-style `reasoning_content`
+/// must reach an OpenAI-compatible upstream again, and a signed thinking block an Anthropic one.
+#[tokio::test]
+async fn reasoning_round_trips_on_the_next_turn() {
+    for (client, up) in DIRECTIONS {
+        let first = run(client, up, Case::Thinking, false).await;
+        let mock = MockUpstream::start().await;
+        mock.push(Reply::sse(&upstream_sse(up, Case::Text)));
+        let engine = TestEngine::start(&mock).await;
+        let assistant = match client {
+            Client::Openai => {
+                let raw: Value = serde_json::from_str(&first.raw).expect("json");
+                raw["choices"][0]["message"].clone()
+            }
+            Client::Anthropic => {
+                let raw: Value = serde_json::from_str(&first.raw).expect("json");
+                json!({"role": "assistant", "content": raw["content"]})
+            }
+        };
+        let mut body = request(client, up.model(), false, Case::Thinking);
+        let msgs = body["messages"].as_array_mut().expect("messages");
+        msgs.push(assistant);
+        msgs.push(json!({"role": "user", "content": "And 3+3?"}));
+        let resp = engine.post(client, &body).await;
+        assert_eq!(resp.status(), 200);
+        let seen = mock.seen();
+        let sent = &seen[0].body;
+        let ctx = format!("{client:?}->{up:?}: {sent}");
+        match up {
+            Up::Openai => {
+                let assistant = sent["messages"].as_array().expect("msgs").iter().find(|m| m["role"] == "assistant").cloned();
+                let assistant = assistant.unwrap_or_else(|| panic!("{ctx}"));
+                assert_eq!(assistant["reasoning_content"], json!("Let me think."), "{ctx}");
+            }
+            Up::Anthropic => {
+                let assistant = sent["messages"].as_array().expect("msgs").iter().find(|m| m["role"] == "assistant").cloned();
+                let blocks = assistant.map(|a| a["content"].clone()).unwrap_or_default();
+                let thinking = blocks.as_array().and_then(|b| b.iter().find(|x| x["type"] == "thinking").cloned());
+                if client == Client::Anthropic {
+                    let thinking = thinking.unwrap_or_else(|| panic!("{ctx}"));
+                    assert_eq!(thinking["signature"], json!("EqQBCkYIBxgCKkBsig=="), "{ctx}");
+                } else {
+                    // OpenAI Chat clients cannot carry a signature; unsigned thinking is dropped
+                    // rather than sent to Anthropic, which would reject it.
+                    assert!(thinking.is_none(), "{ctx}");
+                }
+            }
+        }
+        engine.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn image_input_reaches_every_upstream() {
+    const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    for (client, up) in DIRECTIONS {
+        let mock = MockUpstream::start().await;
+        mock.push(Reply::sse(&upstream_sse(up, Case::Text)));
+        let engine = TestEngine::start(&mock).await;
+        let mut body = request(client, up.model(), true, Case::Text);
+        let content = match client {
+            Client::Openai => json!([{"type": "text", "text": "What is this?"},
+                {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG}")}}]),
+            Client::Anthropic => json!([{"type": "text", "text": "What is this?"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}]),
+        };
+        let last = body["messages"].as_array_mut().and_then(|m| m.last_mut()).expect("user message");
+        last["content"] = content;
+        let resp = engine.post(client, &body).await;
+        assert_eq!(resp.status(), 200);
+        let _ = resp.text().await;
+        let sent = mock.seen()[0].body.to_string();
+        let ctx = format!("{client:?}->{up:?}: {sent}");
+        match up {
+            Up::Openai => assert!(sent.contains(&format!("\"url\":\"data:image/png;base64,{PNG}\"")), "{ctx}"),
+            Up::Anthropic => {
+                assert!(sent.contains("\"type\":\"base64\"") && sent.contains("\"media_type\":\"image/png\""), "{ctx}");
+                assert!(sent.contains(PNG), "{ctx}");
+            }
+        }
+        engine.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn models_are_listed_in_both_shapes() {
+    let mock = MockUpstream::start().await;
+    let engine = TestEngine::start(&mock).await;
+    let oa: Value = engine.http.get(engine.url("/v1/models")).send().await.expect("get").json().await.expect("json");
+    let names: Vec<_> = oa["data"].as_array().expect("data").iter().map(|m| m["id"].as_str().unwrap_or("").to_owned()).collect();
+    assert_eq!(names, vec!["oa-model", "an-model"]);
+    let an: Value = engine
+        .http
+        .get(engine.url("/v1/models"))
+        .header("anthropic-version", "2023-06-01")
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(an["data"][1]["type"], json!("model"));
+    assert_eq!(an["has_more"], json!(false));
+    engine.stop().await;
+}
