@@ -1,5 +1,6 @@
 //! Decoding: inbound requests, upstream responses and upstream error bodies.
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::dialect::openai_chat::StreamOptions;
@@ -14,7 +15,7 @@ use crate::model::{
 const MAX_ERROR_BODY_CHARS: usize = 500;
 
 pub(crate) fn decode_request(body: &[u8]) -> Result<(model::Request, StreamOptions), DecodeError> {
-    let req: ChatRequest = from_json(body)?;
+    let req: ChatRequest = from_json_strict(body)?;
 
     if req.model.trim().is_empty() {
         return Err(DecodeError::Invalid("`model` must be a non-empty string".into()));
@@ -224,6 +225,19 @@ fn decode_tool_call(call: InToolCall) -> Result<Part, String> {
     Ok(Part::ToolUse { id: call.id.unwrap_or_default(), name: call.function.name, input })
 }
 
+/// [`from_json`], also rejecting anything but whitespace after the JSON value (`from_json`
+/// stops reading at the end of the value).
+fn from_json_strict<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, DecodeError> {
+    let value = from_json(body)?;
+    let mut de = serde_json::Deserializer::from_slice(body);
+    serde::de::IgnoredAny::deserialize(&mut de).and_then(|_| de.end()).map_err(|err| DecodeError::Syntax {
+        line: err.line(),
+        column: err.column(),
+        message: err.to_string(),
+    })?;
+    Ok(value)
+}
+
 /// Maps a `finish_reason` onto the canonical stop reason.
 pub(crate) fn stop_reason(finish_reason: &str) -> StopReason {
     match finish_reason {
@@ -236,7 +250,7 @@ pub(crate) fn stop_reason(finish_reason: &str) -> StopReason {
 }
 
 pub(crate) fn decode_response(body: &[u8]) -> Result<model::Response, DecodeError> {
-    let completion: ChatCompletion = from_json(body)?;
+    let completion: ChatCompletion = from_json_strict(body)?;
     let choice = completion.choices.and_then(|c| c.into_iter().next());
 
     let mut content = Vec::new();
@@ -260,6 +274,9 @@ pub(crate) fn decode_response(body: &[u8]) -> Result<model::Response, DecodeErro
             }
             if let Some(refusal) = message.refusal.filter(|r| !r.is_empty()) {
                 content.push(Part::text(refusal));
+                if stop == Some(StopReason::EndTurn) {
+                    stop = Some(StopReason::Refusal);
+                }
             }
             for (j, call) in message.tool_calls.unwrap_or_default().into_iter().enumerate() {
                 content.push(

@@ -347,6 +347,11 @@ impl StreamDecoder {
             }),
         };
 
+        if is_new && id.is_none() && name.is_none_or(str::is_empty) {
+            // Nothing to continue and nothing that names a call: a stray fragment.
+            tracing::warn!("chat completion tool-call fragment without a call to continue skipped");
+            return;
+        }
         let index = if is_new {
             if let Some(pos) = current {
                 // A new call at an index that held another: that one is complete.
