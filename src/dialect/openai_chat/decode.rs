@@ -94,7 +94,8 @@ fn decode_effort(effort: &str) -> Result<Effort, DecodeError> {
         "minimal" => Effort::Minimal,
         "low" => Effort::Low,
         "medium" => Effort::Medium,
-        "high" => Effort::High,
+        // OpenAI's newest level; the canonical scale tops out at high.
+        "high" | "xhigh" => Effort::High,
         other => {
             return Err(DecodeError::Invalid(format!(
                 "reasoning_effort `{other}` is not supported (expected minimal, low, medium or high)"
@@ -203,7 +204,7 @@ fn decode_assistant(i: usize, m: InMessage) -> Result<Message, DecodeError> {
     content.extend(decode_content(i, m.content, ContentRole::Assistant)?);
     for (j, call) in m.tool_calls.unwrap_or_default().into_iter().enumerate() {
         content.push(
-            decode_tool_call(call)
+            decode_tool_call(call, None)
                 .map_err(|msg| DecodeError::Invalid(format!("messages[{i}].tool_calls[{j}]: {msg}")))?,
         );
     }
@@ -211,7 +212,10 @@ fn decode_assistant(i: usize, m: InMessage) -> Result<Message, DecodeError> {
 }
 
 /// A `tool_calls` entry (request history or upstream response) as a [`Part::ToolUse`].
-fn decode_tool_call(call: InToolCall) -> Result<Part, String> {
+///
+/// A call in a client's history must have an id (its result refers to it). Some local upstreams
+/// omit ids in responses; with `fallback_index` the call gets `call_<index>`, as in streams.
+fn decode_tool_call(call: InToolCall, fallback_index: Option<usize>) -> Result<Part, String> {
     if let Some(kind) = call.kind.as_deref()
         && kind != "function"
     {
@@ -222,7 +226,12 @@ fn decode_tool_call(call: InToolCall) -> Result<Part, String> {
         Some(Value::String(raw)) => model::parse_arguments(&raw),
         Some(other) => other,
     };
-    Ok(Part::ToolUse { id: call.id.unwrap_or_default(), name: call.function.name, input })
+    let id = match (call.id.filter(|id| !id.is_empty()), fallback_index) {
+        (Some(id), _) => id,
+        (None, Some(index)) => format!("call_{index}"),
+        (None, None) => return Err("a tool call needs a non-empty `id`".into()),
+    };
+    Ok(Part::ToolUse { id, name: call.function.name, input })
 }
 
 /// [`from_json`], also rejecting anything but whitespace after the JSON value (`from_json`
@@ -280,7 +289,7 @@ pub(crate) fn decode_response(body: &[u8]) -> Result<model::Response, DecodeErro
             }
             for (j, call) in message.tool_calls.unwrap_or_default().into_iter().enumerate() {
                 content.push(
-                    decode_tool_call(call)
+                    decode_tool_call(call, Some(j))
                         .map_err(|msg| DecodeError::Invalid(format!("choices[0].message.tool_calls[{j}]: {msg}")))?,
                 );
             }
