@@ -220,7 +220,8 @@ impl StreamDecoder {
             return Ok(());
         };
 
-        if obj.get("error").is_some_and(|e| !e.is_null()) {
+        // `event: error` (some proxies) may carry just `{"message": ...}`.
+        if obj.get("error").is_some_and(|e| !e.is_null()) || event.event.as_deref() == Some("error") {
             let error = error_from_json(&value, ErrorKind::Upstream).unwrap_or_else(|| ErrorInfo {
                 kind: ErrorKind::Upstream,
                 message: format!("upstream stream error: {}", truncate(data, 500)),

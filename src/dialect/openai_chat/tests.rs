@@ -458,6 +458,7 @@ fn stream_decoder_tolerates_odd_but_valid_json() {
         r#"{"id":5,"choices":[{"delta":{"tool_calls":[{"index":18446744073709551615,"function":null}]}}]}"#,
         r#"{"choices":[{"delta":{"tool_calls":[{"id":"a"},{"id":"a"},{"index":0},{}]}}]}"#,
         r#"{"usage":{"prompt_tokens":18446744073709551615,"prompt_tokens_details":{"cached_tokens":18446744073709551615}}}"#,
+        r#"{"usage":{"prompt_tokens":18446744073709551615,"completion_tokens":18446744073709551615}}"#,
         r#"{"error":null}"#,
         r#"{"error":{"message":5}}"#,
         r#"{"error":"plain"}"#,
@@ -470,11 +471,18 @@ fn stream_decoder_tolerates_odd_but_valid_json() {
     decoder.finish(&mut out);
     let mut encoder = StreamEncoder::new("id", "m", 0, StreamOptions { include_usage: true });
     let mut sse_out = String::new();
-    for ev in &out {
+    assert!(out.iter().any(|e| matches!(e, StreamEvent::Error { .. })), "error objects are errors");
+    // Leave the errors out so the usage chunk is written.
+    for ev in out.iter().filter(|e| !matches!(e, StreamEvent::Error { .. })) {
         encoder.encode(ev, &mut sse_out);
     }
     encoder.finish(&mut sse_out);
     assert!(sse_out.ends_with("data: [DONE]\n\n"));
+    assert!(sse_out.contains(r#""total_tokens":18446744073709551615"#), "saturates instead of overflowing");
+
+    let huge = model::Usage { input_tokens: u64::MAX, output_tokens: u64::MAX, ..Default::default() };
+    let body = encode_response(&model::Response { usage: huge, ..Default::default() });
+    assert_eq!(body["usage"]["total_tokens"], json!(u64::MAX));
 }
 
 /// xorshift64*: deterministic, good enough to pick mutations.
