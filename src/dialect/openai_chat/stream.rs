@@ -334,12 +334,12 @@ impl StreamDecoder {
             Some(other) => other.to_string(),
         };
 
-        // The call this fragment continues: the latest one at the same upstream index (or the
-        // latest call at all when the vendor sends no index).
-        let current = match upstream_index {
-            Some(_) => self.tools.iter().rposition(|t| t.upstream_index == upstream_index),
-            None if id.is_none() => self.tools.len().checked_sub(1),
-            None => None,
+        // The call this fragment continues: the latest one at the same upstream index. Without
+        // an index, the call with the same id, or else the latest call.
+        let current = match (upstream_index, id) {
+            (Some(_), _) => self.tools.iter().rposition(|t| t.upstream_index == upstream_index),
+            (None, Some(id)) => self.tools.iter().rposition(|t| t.upstream_id.as_deref() == Some(id)),
+            (None, None) => self.tools.len().checked_sub(1),
         };
         let is_new = match current {
             None => true,
