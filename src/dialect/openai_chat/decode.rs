@@ -1,5 +1,6 @@
 //! Decoding: inbound requests, upstream responses and upstream error bodies.
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::dialect::openai_chat::StreamOptions;
@@ -14,7 +15,7 @@ use crate::model::{
 const MAX_ERROR_BODY_CHARS: usize = 500;
 
 pub(crate) fn decode_request(body: &[u8]) -> Result<(model::Request, StreamOptions), DecodeError> {
-    let req: ChatRequest = from_json(body)?;
+    let req: ChatRequest = from_json_strict(body)?;
 
     if req.model.trim().is_empty() {
         return Err(DecodeError::Invalid("`model` must be a non-empty string".into()));
@@ -93,7 +94,8 @@ fn decode_effort(effort: &str) -> Result<Effort, DecodeError> {
         "minimal" => Effort::Minimal,
         "low" => Effort::Low,
         "medium" => Effort::Medium,
-        "high" => Effort::High,
+        // OpenAI's newest level; the canonical scale tops out at high.
+        "high" | "xhigh" => Effort::High,
         other => {
             return Err(DecodeError::Invalid(format!(
                 "reasoning_effort `{other}` is not supported (expected minimal, low, medium or high)"
@@ -202,7 +204,7 @@ fn decode_assistant(i: usize, m: InMessage) -> Result<Message, DecodeError> {
     content.extend(decode_content(i, m.content, ContentRole::Assistant)?);
     for (j, call) in m.tool_calls.unwrap_or_default().into_iter().enumerate() {
         content.push(
-            decode_tool_call(call)
+            decode_tool_call(call, None)
                 .map_err(|msg| DecodeError::Invalid(format!("messages[{i}].tool_calls[{j}]: {msg}")))?,
         );
     }
@@ -210,7 +212,10 @@ fn decode_assistant(i: usize, m: InMessage) -> Result<Message, DecodeError> {
 }
 
 /// A `tool_calls` entry (request history or upstream response) as a [`Part::ToolUse`].
-fn decode_tool_call(call: InToolCall) -> Result<Part, String> {
+///
+/// A call in a client's history must have an id (its result refers to it). Some local upstreams
+/// omit ids in responses; with `fallback_index` the call gets `call_<index>`, as in streams.
+fn decode_tool_call(call: InToolCall, fallback_index: Option<usize>) -> Result<Part, String> {
     if let Some(kind) = call.kind.as_deref()
         && kind != "function"
     {
@@ -221,7 +226,25 @@ fn decode_tool_call(call: InToolCall) -> Result<Part, String> {
         Some(Value::String(raw)) => model::parse_arguments(&raw),
         Some(other) => other,
     };
-    Ok(Part::ToolUse { id: call.id.unwrap_or_default(), name: call.function.name, input })
+    let id = match (call.id.filter(|id| !id.is_empty()), fallback_index) {
+        (Some(id), _) => id,
+        (None, Some(index)) => format!("call_{index}"),
+        (None, None) => return Err("a tool call needs a non-empty `id`".into()),
+    };
+    Ok(Part::ToolUse { id, name: call.function.name, input })
+}
+
+/// [`from_json`], also rejecting anything but whitespace after the JSON value (`from_json`
+/// stops reading at the end of the value).
+fn from_json_strict<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, DecodeError> {
+    let value = from_json(body)?;
+    let mut de = serde_json::Deserializer::from_slice(body);
+    serde::de::IgnoredAny::deserialize(&mut de).and_then(|_| de.end()).map_err(|err| DecodeError::Syntax {
+        line: err.line(),
+        column: err.column(),
+        message: err.to_string(),
+    })?;
+    Ok(value)
 }
 
 /// Maps a `finish_reason` onto the canonical stop reason.
@@ -236,7 +259,7 @@ pub(crate) fn stop_reason(finish_reason: &str) -> StopReason {
 }
 
 pub(crate) fn decode_response(body: &[u8]) -> Result<model::Response, DecodeError> {
-    let completion: ChatCompletion = from_json(body)?;
+    let completion: ChatCompletion = from_json_strict(body)?;
     let choice = completion.choices.and_then(|c| c.into_iter().next());
 
     let mut content = Vec::new();
@@ -260,10 +283,13 @@ pub(crate) fn decode_response(body: &[u8]) -> Result<model::Response, DecodeErro
             }
             if let Some(refusal) = message.refusal.filter(|r| !r.is_empty()) {
                 content.push(Part::text(refusal));
+                if stop == Some(StopReason::EndTurn) {
+                    stop = Some(StopReason::Refusal);
+                }
             }
             for (j, call) in message.tool_calls.unwrap_or_default().into_iter().enumerate() {
                 content.push(
-                    decode_tool_call(call)
+                    decode_tool_call(call, Some(j))
                         .map_err(|msg| DecodeError::Invalid(format!("choices[0].message.tool_calls[{j}]: {msg}")))?,
                 );
             }

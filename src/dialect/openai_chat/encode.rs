@@ -227,7 +227,7 @@ fn encode_messages(messages: &[model::Message], opts: &EncodeOptions) -> Vec<Val
         let encoded = match message.role {
             Role::System => Some(json!({"role": "system", "content": join_text(&rest, "\n\n")})),
             Role::User | Role::Tool => user_message(&rest),
-            Role::Assistant => Some(assistant_message(&rest, opts)),
+            Role::Assistant => assistant_message(&rest, opts),
         };
         if let Some(encoded) = encoded {
             flush_images(&mut out, &mut pending_images);
@@ -262,7 +262,11 @@ fn tool_message(tool_use_id: &str, content: &[Part], is_error: bool, pending_ima
         pending_images.extend(images);
     }
     let text = pieces.join("\n");
-    let text = if is_error { format!("Error: {text}") } else { text };
+    let text = match (is_error, text.is_empty()) {
+        (true, true) => "Error".to_owned(),
+        (true, false) => format!("Error: {text}"),
+        (false, _) => text,
+    };
     json!({"role": "tool", "tool_call_id": tool_use_id, "content": text})
 }
 
@@ -297,7 +301,9 @@ fn user_message(parts: &[&Part]) -> Option<Value> {
     }
 }
 
-fn assistant_message(parts: &[&Part], opts: &EncodeOptions) -> Value {
+/// An assistant message; `None` when nothing would be sent (e.g. it only held thinking and
+/// reasoning is not sent back): an empty assistant turn reads as a prefill to some vendors.
+fn assistant_message(parts: &[&Part], opts: &EncodeOptions) -> Option<Value> {
     let text: String = parts
         .iter()
         .filter_map(|p| match p {
@@ -320,6 +326,10 @@ fn assistant_message(parts: &[&Part], opts: &EncodeOptions) -> Value {
         })
         .collect();
 
+    let send_reasoning = opts.reasoning_content && !reasoning.is_empty();
+    if text.is_empty() && tool_calls.is_empty() && !send_reasoning {
+        return None;
+    }
     let mut message = Map::new();
     message.insert("role".into(), json!("assistant"));
     let content = match (text.is_empty(), tool_calls.is_empty()) {
@@ -329,11 +339,11 @@ fn assistant_message(parts: &[&Part], opts: &EncodeOptions) -> Value {
         (true, true) => Value::String(String::new()),
     };
     message.insert("content".into(), content);
-    if opts.reasoning_content && !reasoning.is_empty() {
+    if send_reasoning {
         message.insert("reasoning_content".into(), Value::String(reasoning));
     }
     if !tool_calls.is_empty() {
         message.insert("tool_calls".into(), Value::Array(tool_calls));
     }
-    Value::Object(message)
+    Some(Value::Object(message))
 }

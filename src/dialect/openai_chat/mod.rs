@@ -11,6 +11,20 @@
 //! - Vendors that put every streamed tool call at `index` 0 and tell them apart only by `id`.
 //!
 //! Everything here is pure: no I/O, no clock, no randomness. Decoders never panic.
+//!
+//! Mapping choices worth knowing:
+//! - Inbound, a legacy `function` message is a tool result whose id is its `name`; assistant
+//!   `refusal` parts are text; `image_url.detail` and `tools[].function.strict` are dropped;
+//!   `reasoning_effort: "none"` means no thinking and `"xhigh"` is [`model::Effort::High`];
+//!   `max_completion_tokens` wins over `max_tokens`; `top_k` (vLLM, Ollama) is read.
+//! - Outbound, system text parts are joined with a blank line, assistant text parts with nothing;
+//!   `tool_choice` and `parallel_tool_calls` are sent only with tools; `top_k` is never sent
+//!   (OpenAI rejects it); an assistant turn with nothing to send (only thinking) is left out.
+//!   Tool results become `tool` messages right where they appear; images from tool results
+//!   follow in one user message after the run of tool messages.
+//! - Outbound, a thinking request without effort or budget asks for `medium`.
+//! - The stream encoder always sends the usage chunk when asked for it (zeros if no usage was
+//!   seen), except after an error.
 
 mod decode;
 mod encode;

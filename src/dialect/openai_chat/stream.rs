@@ -220,7 +220,8 @@ impl StreamDecoder {
             return Ok(());
         };
 
-        if obj.get("error").is_some_and(|e| !e.is_null()) {
+        // `event: error` (some proxies) may carry just `{"message": ...}`.
+        if obj.get("error").is_some_and(|e| !e.is_null()) || event.event.as_deref() == Some("error") {
             let error = error_from_json(&value, ErrorKind::Upstream).unwrap_or_else(|| ErrorInfo {
                 kind: ErrorKind::Upstream,
                 message: format!("upstream stream error: {}", truncate(data, 500)),
@@ -333,12 +334,12 @@ impl StreamDecoder {
             Some(other) => other.to_string(),
         };
 
-        // The call this fragment continues: the latest one at the same upstream index (or the
-        // latest call at all when the vendor sends no index).
-        let current = match upstream_index {
-            Some(_) => self.tools.iter().rposition(|t| t.upstream_index == upstream_index),
-            None if id.is_none() => self.tools.len().checked_sub(1),
-            None => None,
+        // The call this fragment continues: the latest one at the same upstream index. Without
+        // an index, the call with the same id, or else the latest call.
+        let current = match (upstream_index, id) {
+            (Some(_), _) => self.tools.iter().rposition(|t| t.upstream_index == upstream_index),
+            (None, Some(id)) => self.tools.iter().rposition(|t| t.upstream_id.as_deref() == Some(id)),
+            (None, None) => self.tools.len().checked_sub(1),
         };
         let is_new = match current {
             None => true,
@@ -347,6 +348,11 @@ impl StreamDecoder {
             }),
         };
 
+        if is_new && id.is_none() && name.is_none_or(str::is_empty) {
+            // Nothing to continue and nothing that names a call: a stray fragment.
+            tracing::warn!("chat completion tool-call fragment without a call to continue skipped");
+            return;
+        }
         let index = if is_new {
             if let Some(pos) = current {
                 // A new call at an index that held another: that one is complete.

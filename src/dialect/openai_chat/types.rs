@@ -352,11 +352,16 @@ pub(crate) struct ReasoningDetails {
 }
 
 impl WireUsageOut {
+    /// `prompt_tokens` is [`crate::model::Usage::openai_prompt_tokens`] and `total_tokens`
+    /// [`crate::model::Usage::total_tokens`], computed saturating: the counts come from upstreams
+    /// and must not be able to overflow (a panic in debug builds).
     pub fn from_usage(usage: &crate::model::Usage) -> WireUsageOut {
+        let prompt =
+            usage.input_tokens.saturating_add(usage.cache_read_tokens).saturating_add(usage.cache_write_tokens);
         WireUsageOut {
-            prompt_tokens: usage.openai_prompt_tokens(),
+            prompt_tokens: prompt,
             completion_tokens: usage.output_tokens,
-            total_tokens: usage.total_tokens(),
+            total_tokens: prompt.saturating_add(usage.output_tokens),
             prompt_tokens_details: CachedDetails { cached_tokens: usage.cache_read_tokens },
             completion_tokens_details: ReasoningDetails { reasoning_tokens: usage.reasoning_tokens },
         }
