@@ -39,7 +39,7 @@ impl DecodeError {
 /// Deserialises `body` into `T`, reporting the JSON path of a bad field.
 pub fn from_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, DecodeError> {
     let de = &mut serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(de).map_err(|err| {
+    let value = serde_path_to_error::deserialize(&mut *de).map_err(|err| {
         let path = err.path().to_string();
         let inner = err.into_inner();
         if inner.is_syntax() || inner.is_eof() || path == "." {
@@ -50,7 +50,10 @@ pub fn from_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, DecodeError> {
         } else {
             DecodeError::Field { path, message: strip_position(&inner.to_string()) }
         }
-    })
+    })?;
+    // Trailing bytes after the value make the body malformed.
+    de.end().map_err(|e| DecodeError::Syntax { line: e.line(), column: e.column(), message: e.to_string() })?;
+    Ok(value)
 }
 
 /// serde_json appends " at line L column C" to data errors; the path says more.

@@ -45,3 +45,9 @@ fn sse_writer_splits_multiline_data() {
     crate::dialect::sse::write_event(&mut out, Some("e"), "a\nb");
     assert_eq!(out, "event: e\ndata: a\ndata: b\n\n");
 }
+
+#[test]
+fn trailing_bytes_are_malformed() {
+    let err = from_json::<Probe>(b"{\"a\": [1]} trailing").expect_err("must fail");
+    assert!(matches!(err, DecodeError::Syntax { .. }), "{err:?}");
+}

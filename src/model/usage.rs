@@ -37,11 +37,11 @@ impl Usage {
 
     /// OpenAI's `prompt_tokens`: everything that went in, cached or not.
     pub fn openai_prompt_tokens(&self) -> u64 {
-        self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+        self.input_tokens.saturating_add(self.cache_read_tokens).saturating_add(self.cache_write_tokens)
     }
 
     pub fn total_tokens(&self) -> u64 {
-        self.openai_prompt_tokens() + self.output_tokens
+        self.openai_prompt_tokens().saturating_add(self.output_tokens)
     }
 
     /// Merges a later report into this one, field by field keeping the larger value. Streams

@@ -129,9 +129,10 @@ async fn two_parallel_tool_calls_with_fragmented_arguments() {
                 }
             }
             if stream {
-                // Arguments arrived in more than one fragment per call.
+                // Arguments stream as fragments (an Anthropic client gets the fragments of a call
+                // that the OpenAI upstream interleaved with another call's buffered into one).
                 let fragments = o.events.iter().filter(|e| matches!(e, StreamEvent::ToolCallDelta { .. })).count();
-                assert!(fragments >= 4, "{ctx}: {fragments} fragments");
+                assert!(fragments >= 3, "{ctx}: {fragments} fragments");
             }
         }
     }
