@@ -154,10 +154,12 @@ fn serve(config: EngineConfig) -> anyhow::Result<()> {
         let models = config.file.models.len();
         let engine = Engine::start(config, secrets).await?;
         let addr = engine.local_addr();
+        // A closed stdout (a supervisor that stopped reading) must not stop the gateway.
         let mut out = std::io::stdout().lock();
-        writeln!(out, "Keyhaven is listening on http://{addr} ({models} models).")?;
-        writeln!(out, "  OpenAI:    OPENAI_BASE_URL=http://{addr}/v1")?;
-        writeln!(out, "  Anthropic: ANTHROPIC_BASE_URL=http://{addr}")?;
+        let _ = writeln!(out, "Keyhaven is listening on http://{addr} ({models} models).");
+        let _ = writeln!(out, "  OpenAI:    OPENAI_BASE_URL=http://{addr}/v1");
+        let _ = writeln!(out, "  Anthropic: ANTHROPIC_BASE_URL=http://{addr}");
+        let _ = out.flush();
         drop(out);
         shutdown_signal().await;
         tracing::info!("shutting down");

@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use crate::model::{ErrorInfo, ErrorKind};
-use crate::secrets::SecretError;
+use secrecy::SecretString;
+
+use crate::secrets::{SecretError, redact};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProviderError {
@@ -69,6 +71,18 @@ impl ProviderError {
             ProviderError::Timeout(..) => 504,
             ProviderError::Upstream { status, .. } => *status,
             ProviderError::Canceled => 499,
+        }
+    }
+
+    /// Removes `secret` from any text the upstream sent back (some echo the key in errors).
+    pub fn redacted(self, secret: Option<&SecretString>) -> ProviderError {
+        match (self, secret) {
+            (ProviderError::Upstream { status, mut info, retry_after }, Some(s)) => {
+                info.message = redact(&info.message, &[s]);
+                ProviderError::Upstream { status, info, retry_after }
+            }
+            (ProviderError::Malformed(m), Some(s)) => ProviderError::Malformed(redact(&m, &[s])),
+            (other, _) => other,
         }
     }
 

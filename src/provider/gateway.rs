@@ -129,7 +129,8 @@ impl Gateway {
             stream: req.stream,
             request_body: None,
         });
-        let result = self.open(route, &req, &ctx, &mut guard, started).await;
+        let result =
+            self.open(route, &req, &ctx, &mut guard, started).await.map_err(|e| e.redacted(guard.secret.as_ref()));
         // The in-flight row must be durable before the client sees a byte.
         started_ack.await;
         match result {
@@ -382,6 +383,15 @@ impl CallStream {
                 next = self.events.next() => next,
             },
         };
+        let next = next.map(|r| match r {
+            Ok(StreamEvent::Error { mut error }) => {
+                let secrets: Vec<&SecretString> = self.guard.secret.iter().collect();
+                error.message = redact(&error.message, &secrets);
+                Ok(StreamEvent::Error { error })
+            }
+            Ok(ev) => Ok(ev),
+            Err(e) => Err(e.redacted(self.guard.secret.as_ref())),
+        });
         match next {
             Some(Ok(ev)) => {
                 self.timings.last_event = Instant::now();

@@ -1,1 +1,121 @@
-//! durability
+//! kill -9 during concurrent streams: after a restart no finished call is lost and every call
+//! left in flight is marked interrupted. Runs the real `keyhaven` binary against a real SQLite file.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use keyhaven::model::CallStatus;
+use keyhaven::store::{CallFilter, Store, StoreOptions};
+
+use crate::support::fixtures::{Case, request, upstream_sse};
+use crate::support::{Client, MockUpstream, Reply, Up, config_text};
+
+/// Starts `keyhaven serve` and returns it with the address it printed.
+fn spawn_engine(config: &std::path::Path, data: &std::path::Path) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_keyhaven"))
+        .args(["--config", &config.display().to_string(), "--data-dir", &data.display().to_string(), "serve"])
+        .env("KH_TEST_KEY", "sk-test")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn keyhaven");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut reader = BufReader::new(stdout);
+    let mut line = String::new();
+    reader.read_line(&mut line).expect("read banner");
+    // Keep draining stdout so the engine never writes into a closed pipe.
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while reader.read_line(&mut sink).is_ok_and(|n| n > 0) {
+            sink.clear();
+        }
+    });
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("unexpected banner: {line}"))
+        .to_owned();
+    (child, addr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_loses_no_finished_call() {
+    let mock = MockUpstream::start().await;
+    // Half the streams finish quickly, half are still streaming when the process dies.
+    mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)));
+    let dir = tempfile::tempdir().expect("dir");
+    let config = dir.path().join("config.toml");
+    let text = config_text(&mock.url(), "").replace("keyring:test-key", "env:KH_TEST_KEY");
+    std::fs::write(&config, text).expect("config");
+    let data = dir.path().join("data");
+
+    let (mut child, addr) = spawn_engine(&config, &data);
+    let http = reqwest::Client::new();
+    let post = || {
+        let http = http.clone();
+        let url = format!("http://{addr}/v1/chat/completions");
+        let body = request(Client::Openai, "oa-model", true, Case::Text);
+        async move {
+            let resp = http.post(url).json(&body).send().await.ok()?;
+            let id = resp.headers().get("x-request-id")?.to_str().ok()?.to_owned();
+            let text = resp.text().await.ok();
+            Some((id, text.is_some_and(|t| t.contains("[DONE]"))))
+        }
+    };
+    // 25 complete calls.
+    let done: Vec<_> = futures::future::join_all((0..25).map(|_| post())).await.into_iter().flatten().collect();
+    assert_eq!(done.len(), 25);
+    assert!(done.iter().all(|(_, complete)| *complete));
+    // 25 calls that hang mid-stream.
+    let partial = upstream_sse(Up::Openai, Case::Text).split_inclusive("\n\n").take(2).collect::<String>();
+    mock.push(Reply::sse(&partial).hang());
+    let mut hanging = Vec::new();
+    for _ in 0..25 {
+        let http = http.clone();
+        let url = format!("http://{addr}/v1/chat/completions");
+        let body = request(Client::Openai, "oa-model", true, Case::Text);
+        hanging.push(tokio::spawn(async move {
+            let resp = http.post(url).json(&body).send().await.ok()?;
+            let id = resp.headers().get("x-request-id").and_then(|v| v.to_str().ok()).map(str::to_owned)?;
+            // Keep the response open: these clients are still reading when the engine dies.
+            Some((id, resp))
+        }));
+    }
+    let mut started = Vec::new();
+    let mut open_responses = Vec::new();
+    for h in hanging {
+        if let Ok(Some((id, resp))) = h.await {
+            started.push(id);
+            open_responses.push(resp);
+        }
+    }
+    assert_eq!(started.len(), 25, "all hanging calls got their headers");
+    // SIGKILL: no chance to flush anything.
+    child.kill().expect("kill -9");
+    let _ = child.wait();
+
+    // Restart: the new process marks the old in-flight rows interrupted at startup.
+    let (mut child, _addr) = spawn_engine(&config, &data);
+    child.kill().expect("kill");
+    let _ = child.wait();
+
+    let db = data.join("keyhaven.db");
+    let store = Store::open(&db, StoreOptions::default()).expect("reopen");
+    let rows = store.recent_calls(CallFilter { limit: 1000, ..Default::default() }).await.expect("rows");
+    assert_eq!(rows.len(), 50, "every call that reached the client has a row");
+    for (id, _) in &done {
+        let row = rows.iter().find(|r| &r.id == id).unwrap_or_else(|| panic!("finished call {id} lost"));
+        assert_eq!(row.status, CallStatus::Ok, "{id}");
+    }
+    for id in &started {
+        let row = rows.iter().find(|r| &r.id == id).unwrap_or_else(|| panic!("started call {id} lost"));
+        assert_eq!(row.status, CallStatus::Interrupted, "{id}");
+        assert!(row.usage_estimated);
+    }
+    store.close().expect("close");
+    drop(open_responses);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+}

@@ -1,1 +1,160 @@
-//! layering
+//! The dependency rules of ARCHITECTURE.md, checked by scanning `src/`. The table below is the
+//! one source; ARCHITECTURE.md copies it.
+
+use std::path::{Path, PathBuf};
+
+/// Modules any module may use (except `model` and `dialect`, which are pure).
+const LEAVES: &[&str] = &["config", "task", "secrets"];
+/// Allowed edges between the other top-level modules. `*` = anything.
+const ALLOWED: &[(&str, &[&str])] = &[
+    ("model", &[]),
+    ("dialect", &["model"]),
+    ("store", &["model"]),
+    ("pricing", &["model"]),
+    ("provider", &["model", "dialect", "pricing"]),
+    ("api", &["model", "dialect", "provider"]),
+    ("proxy", &[]),
+    ("setup", &[]),
+    ("config", &[]),
+    ("task", &[]),
+    ("secrets", &["config"]),
+    ("app", &["*"]),
+];
+/// Modules that must stay pure: no async runtime, clock, randomness or leaves.
+const PURE: &[&str] = &["model", "dialect"];
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The top-level module a file belongs to (`src/provider/gateway.rs` → `provider`).
+fn module_of(file: &Path) -> String {
+    let rel = file.strip_prefix(src()).expect("under src");
+    let first = rel.components().next().expect("component").as_os_str().to_string_lossy().into_owned();
+    first.trim_end_matches(".rs").to_owned()
+}
+
+/// Source lines without comments (good enough: `//` to end of line).
+fn code_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.split("//").next().unwrap_or("")))
+        .filter(|(_, l)| !l.trim().is_empty())
+}
+
+fn is_test_file(file: &Path) -> bool {
+    file.file_name().is_some_and(|n| n == "tests.rs")
+}
+
+#[test]
+fn module_dependencies_follow_the_table() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let mut violations = Vec::new();
+    for file in &files {
+        let module = module_of(file);
+        if matches!(module.as_str(), "lib" | "main") {
+            continue;
+        }
+        let Some((_, allowed)) = ALLOWED.iter().find(|(m, _)| *m == module) else {
+            violations.push(format!("{}: module `{module}` is missing from the layering table", file.display()));
+            continue;
+        };
+        let text = std::fs::read_to_string(file).expect("read");
+        for (line, code) in code_lines(&text) {
+            for (pos, _) in code.match_indices("crate::") {
+                let rest = &code[pos + "crate::".len()..];
+                let target: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                if target.is_empty() || target == module {
+                    continue;
+                }
+                let leaf_ok = LEAVES.contains(&target.as_str()) && !PURE.contains(&module.as_str());
+                if allowed.contains(&"*") || allowed.contains(&target.as_str()) || leaf_ok {
+                    continue;
+                }
+                violations.push(format!("{}:{line}: `{module}` must not depend on `{target}`", file.display()));
+            }
+            if code.contains("super::super") {
+                violations.push(format!("{}:{line}: `super::super` hides a dependency; use `crate::`", file.display()));
+            }
+        }
+    }
+    assert!(violations.is_empty(), "layering violations:\n{}", violations.join("\n"));
+}
+
+#[test]
+fn io_crates_stay_in_their_modules() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let mut violations = Vec::new();
+    for file in &files {
+        let module = module_of(file);
+        let text = std::fs::read_to_string(file).expect("read");
+        let rel = file.strip_prefix(src()).expect("rel").display().to_string();
+        for (line, code) in code_lines(&text) {
+            let mut bad = |what: &str| violations.push(format!("src/{rel}:{line}: {what}"));
+            if code.contains("rusqlite") && module != "store" {
+                bad("rusqlite outside store");
+            }
+            if code.contains("reqwest") && !matches!(module.as_str(), "provider" | "proxy") {
+                bad("reqwest outside provider");
+            }
+            if (code.contains("tokio::spawn(") || code.contains("tokio::task::spawn("))
+                && rel != "task.rs"
+                && !is_test_file(file)
+            {
+                bad("tasks are spawned only through task::Spawner");
+            }
+            if code.contains("std::env::") && rel != "main.rs" && !is_test_file(file) {
+                bad("the environment is read only in main.rs");
+            }
+            if PURE.contains(&module.as_str()) && !is_test_file(file) {
+                for banned in ["tokio", "SystemTime::now", "Instant::now", "rand::", "std::fs", "std::net"] {
+                    if code.contains(banned) {
+                        bad(&format!("`{banned}` in a pure module"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(violations.is_empty(), "violations:\n{}", violations.join("\n"));
+}
+
+#[test]
+fn every_file_has_a_module_doc_and_no_inline_test_module() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    rust_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests"), &mut files);
+    let mut violations = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("read");
+        if !text.trim_start().starts_with("//!") {
+            violations.push(format!("{}: missing `//!` module doc", file.display()));
+        }
+        if file.starts_with(src()) && text.contains(concat!("mod tests", " {")) {
+            violations.push(format!("{}: inline `mod tests {{ }}`; put tests in a sibling tests.rs", file.display()));
+        }
+    }
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
+}
+
+/// The checker itself must catch a violation (a test that cannot fail is a defect).
+#[test]
+fn the_scanner_sees_crate_paths() {
+    let lines: Vec<_> = code_lines("use crate::store::Store; // crate::api\n").collect();
+    assert_eq!(lines.len(), 1);
+    assert!(lines[0].1.contains("crate::store"));
+    assert!(!lines[0].1.contains("crate::api"));
+}

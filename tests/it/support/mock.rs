@@ -1,5 +1,5 @@
 //! A scriptable mock upstream on 127.0.0.1:0. It records every request it sees and answers from
-//! a queue of [`Reply`]s (the last one repeats). It notices when the engine drops a streamed
+//! a queue of [`Reply`]s (the latest one repeats). It notices when the engine drops a streamed
 //! response before the end, and when.
 
 use std::collections::VecDeque;
@@ -85,6 +85,8 @@ pub struct Seen {
 #[derive(Debug, Default)]
 struct Inner {
     replies: VecDeque<Reply>,
+    /// The latest reply taken; it answers again when the queue is empty.
+    last: Option<Reply>,
     seen: Vec<Seen>,
     /// When a streamed body was dropped before its end.
     dropped_at: Vec<Instant>,
@@ -112,7 +114,7 @@ impl MockUpstream {
         format!("http://{}", self.addr)
     }
 
-    /// Queues replies; the last queued reply keeps answering.
+    /// Queues a reply; once the queue is empty, the latest reply taken keeps answering.
     pub fn push(&self, reply: Reply) -> &Self {
         self.inner.lock().expect("lock").replies.push_back(reply);
         self
@@ -132,17 +134,28 @@ struct DropWatch {
     finished: bool,
 }
 
+impl DropWatch {
+    fn finish(&mut self) {
+        self.finished = true;
+    }
+}
+
 impl Drop for DropWatch {
     fn drop(&mut self) {
-        if !self.finished {
-            if let Ok(mut i) = self.inner.lock() {
-                i.dropped_at.push(Instant::now());
-            }
+        if !self.finished
+            && let Ok(mut i) = self.inner.lock()
+        {
+            i.dropped_at.push(Instant::now());
         }
     }
 }
 
-async fn handle(State(inner): State<Arc<Mutex<Inner>>>, uri: axum::http::Uri, headers: HeaderMap, body: Bytes) -> Response {
+async fn handle(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let reply = {
         let mut i = inner.lock().expect("lock");
         i.seen.push(Seen {
@@ -150,28 +163,37 @@ async fn handle(State(inner): State<Arc<Mutex<Inner>>>, uri: axum::http::Uri, he
             headers,
             body: serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
         });
-        if i.replies.len() > 1 { i.replies.pop_front() } else { i.replies.front().cloned() }
+        match i.replies.pop_front() {
+            Some(r) => {
+                i.last = Some(r.clone());
+                Some(r)
+            }
+            None => i.last.clone(),
+        }
     };
     let Some(reply) = reply else {
         return Response::builder().status(500).body(Body::from("no reply scripted")).expect("response");
     };
     tokio::time::sleep(reply.head_delay).await;
     let watch = DropWatch { inner: inner.clone(), finished: false };
-    let stream = futures::stream::unfold((reply.chunks.clone().into_iter(), watch, reply.clone(), true), |(mut it, mut watch, reply, first)| async move {
-        if !first && !reply.delay.is_zero() {
-            tokio::time::sleep(reply.delay).await;
-        }
-        match it.next() {
-            Some(chunk) => Some((Ok::<_, Infallible>(Bytes::from(chunk)), (it, watch, reply, false))),
-            None => {
-                if reply.hang {
-                    std::future::pending::<()>().await;
-                }
-                watch.finished = true;
-                None
+    let stream = futures::stream::unfold(
+        (reply.chunks.clone().into_iter(), watch, reply.clone(), true),
+        |(mut it, mut watch, reply, first)| async move {
+            if !first && !reply.delay.is_zero() {
+                tokio::time::sleep(reply.delay).await;
             }
-        }
-    });
+            match it.next() {
+                Some(chunk) => Some((Ok::<_, Infallible>(Bytes::from(chunk)), (it, watch, reply, false))),
+                None => {
+                    if reply.hang {
+                        std::future::pending::<()>().await;
+                    }
+                    watch.finished = true;
+                    None
+                }
+            }
+        },
+    );
     let mut resp = Response::builder().status(StatusCode::from_u16(reply.status).expect("status"));
     for (k, v) in &reply.headers {
         resp = resp.header(k, v);

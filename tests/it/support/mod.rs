@@ -63,6 +63,11 @@ pub struct TestEngine {
     pub http: reqwest::Client,
 }
 
+/// The test config; `extra` goes into `[server]`, `tables` at the end (e.g. `[timeouts]`).
+pub fn config_with(mock_url: &str, extra: &str, tables: &str) -> String {
+    config_text(mock_url, extra) + tables
+}
+
 pub fn config_text(mock_url: &str, extra: &str) -> String {
     format!(
         r#"
@@ -171,10 +176,12 @@ impl TestEngine {
         panic!("calls were not finalised in time");
     }
 
-    pub async fn stop(mut self) {
+    /// Shuts the engine down and hands back its data directory.
+    pub async fn stop(mut self) -> tempfile::TempDir {
         if let Some(e) = self.engine.take() {
             e.shutdown(Duration::from_secs(5)).await;
         }
+        self.dir
     }
 }
 
