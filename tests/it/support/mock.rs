@@ -188,7 +188,7 @@ async fn handle(
                     if reply.hang {
                         std::future::pending::<()>().await;
                     }
-                    watch.finished = true;
+                    watch.finish();
                     None
                 }
             }
