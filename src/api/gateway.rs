@@ -70,7 +70,9 @@ async fn handle(state: ApiState, dialect: Inbound, headers: HeaderMap, body: Bod
     };
     let call = match state.gateway.call(req, ctx).await {
         Ok(call) => call,
-        Err(e) => return with_headers(ApiError::provider(dialect, &e).into_response(), &id, arrived, None),
+        Err(f) => {
+            return with_headers(ApiError::provider(dialect, &f.error).into_response(), &id, arrived, Some(f.upstream_wait));
+        }
     };
     if stream { stream_response(call, dialect, &id, &model) } else { whole_response(call, dialect, &id, &model).await }
 }

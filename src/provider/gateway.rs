@@ -36,6 +36,14 @@ pub struct CallContext {
     pub cancel: CancellationToken,
 }
 
+/// A call that failed before anything reached the client (its record is already finalised).
+#[derive(Debug)]
+pub struct CallFailure {
+    pub error: ProviderError,
+    /// Time spent waiting on the upstream, so the overhead header can exclude it.
+    pub upstream_wait: Duration,
+}
+
 /// Where the engine spent its time, for the overhead header.
 #[derive(Debug, Clone, Copy)]
 pub struct Timings {
@@ -96,7 +104,7 @@ impl Gateway {
 
     /// Starts a call. On `Ok`, the upstream accepted the request and its first event is in hand;
     /// on `Err`, nothing was sent to the client yet and the record is already finalised.
-    pub async fn call(&self, req: model::Request, ctx: CallContext) -> Result<CallStream, ProviderError> {
+    pub async fn call(&self, req: model::Request, ctx: CallContext) -> Result<CallStream, CallFailure> {
         let started = Instant::now();
         let catalog = self.catalog();
         let route = catalog.resolve(&req.model);
@@ -115,6 +123,7 @@ impl Gateway {
             ttft: None,
             acc: Some(Accumulator::new()),
             request_body: None,
+            upstream_wait: Duration::ZERO,
             done: false,
         };
         let started_ack = self.sink.start(CallStart {
@@ -149,7 +158,7 @@ impl Gateway {
                     guard.capture_request(body);
                 }
                 guard.finalize(CallStatus::Error, Some(&err)).await;
-                Err(err)
+                Err(CallFailure { error: err, upstream_wait: guard.upstream_wait })
             }
         }
     }
@@ -182,6 +191,7 @@ impl Gateway {
         let mut attempt = 0u32;
         loop {
             let attempt_deadline = (Instant::now() + Duration::from_millis(t.first_byte)).min(deadline);
+            let attempt_started = Instant::now();
             let outcome = tokio::select! {
                 biased;
                 () = ctx.cancel.cancelled() => return Err(ProviderError::Canceled),
@@ -189,6 +199,7 @@ impl Gateway {
                     r.unwrap_or(Err(ProviderError::Timeout(Duration::from_millis(t.first_byte), "waiting for the first byte")))
                 }
             };
+            guard.upstream_wait += attempt_started.elapsed();
             let err = match outcome {
                 Ok((events, first)) => return Ok((route, events, first, prepare, Instant::now())),
                 Err(err) => err,
@@ -216,6 +227,7 @@ impl Gateway {
                 () = ctx.cancel.cancelled() => return Err(ProviderError::Canceled),
                 () = tokio::time::sleep(delay) => {}
             }
+            guard.upstream_wait += delay;
         }
     }
 
@@ -253,6 +265,8 @@ struct CallGuard {
     ttft: Option<Duration>,
     acc: Option<Accumulator>,
     request_body: Option<String>,
+    /// Time spent waiting on the upstream (attempts and backoff) before the first event.
+    upstream_wait: Duration,
     done: bool,
 }
 

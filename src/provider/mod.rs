@@ -15,6 +15,6 @@ mod upstream;
 
 pub use catalog::{Catalog, ModelEntry, ProviderEntry, Route, model_id};
 pub use error::ProviderError;
-pub use gateway::{CallContext, CallStream, Gateway, GatewayOptions, Timings};
+pub use gateway::{CallContext, CallFailure, CallStream, Gateway, GatewayOptions, Timings};
 pub use recorder::{Ack, CallSink, NullSink};
 pub use retry::parse_retry_after;

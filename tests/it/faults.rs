@@ -23,6 +23,9 @@ async fn retries_429_honouring_retry_after_then_succeeds() {
     let resp = engine.post(Client::Openai, &request(Client::Openai, "oa-model", true, Case::Text)).await;
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["x-keyhaven-attempts"], "2");
+    // The second wait was the upstream's, not the engine's.
+    let overhead: f64 = resp.headers()["x-keyhaven-overhead-ms"].to_str().expect("ascii").parse().expect("number");
+    assert!(overhead < 200.0, "overhead {overhead} ms must exclude the Retry-After wait");
     let _ = resp.text().await;
     assert!(t.elapsed() >= Duration::from_millis(950), "waited out Retry-After: {:?}", t.elapsed());
     assert_eq!(mock.seen().len(), 2);
@@ -54,8 +57,11 @@ async fn server_errors_retry_at_most_twice() {
     let mock = MockUpstream::start().await;
     mock.push(Reply::json(503, r#"{"error":{"message":"busy","type":"server_error"}}"#));
     let engine = TestEngine::start(&mock).await;
+    mock.push(Reply::json(503, r#"{"error":{"message":"busy","type":"server_error"}}"#).head_delay(Duration::from_millis(300)));
     let resp = engine.post(Client::Anthropic, &request(Client::Anthropic, "oa-model", false, Case::Text)).await;
     assert_eq!(resp.status(), 503);
+    let overhead: f64 = resp.headers()["x-keyhaven-overhead-ms"].to_str().expect("ascii").parse().expect("number");
+    assert!(overhead < 300.0, "overhead {overhead} ms must exclude three slow upstream attempts");
     assert_eq!(mock.seen().len(), 3, "1 attempt + 2 retries");
     let row = engine.only_call().await;
     assert_eq!((row.summary.status, row.summary.retries), (CallStatus::Error, 2));
