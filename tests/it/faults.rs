@@ -212,3 +212,29 @@ async fn keys_reach_the_upstream_header_and_nowhere_else() {
         assert!(!hit, "the key leaked into {}", entry.path().display());
     }
 }
+
+#[tokio::test]
+async fn client_giving_up_on_a_whole_answer_cancels_the_upstream() {
+    let mock = MockUpstream::start().await;
+    let one = upstream_sse(Up::Openai, Case::Text).split_inclusive("\n\n").nth(1).unwrap_or_default().to_owned();
+    mock.push(Reply::sse(&one.repeat(100)).delay(Duration::from_millis(50)));
+    let engine = TestEngine::start(&mock).await;
+    let client = reqwest::Client::builder().timeout(Duration::from_millis(300)).build().expect("client");
+    let sent = client
+        .post(engine.url("/v1/chat/completions"))
+        .json(&request(Client::Openai, "oa-model", false, Case::Text))
+        .send()
+        .await;
+    assert!(sent.is_err(), "the client timed out");
+    let gave_up = Instant::now();
+    let mut waited = Duration::ZERO;
+    while mock.dropped_at().is_empty() && waited < Duration::from_secs(2) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        waited += Duration::from_millis(5);
+    }
+    let at = *mock.dropped_at().first().expect("the upstream saw the disconnect");
+    assert!(at.saturating_duration_since(gave_up) < Duration::from_millis(250));
+    let row = engine.only_call().await;
+    assert_eq!(row.summary.status, CallStatus::Canceled);
+    engine.stop().await;
+}
