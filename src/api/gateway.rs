@@ -71,7 +71,12 @@ async fn handle(state: ApiState, dialect: Inbound, headers: HeaderMap, body: Bod
     let call = match state.gateway.call(req, ctx).await {
         Ok(call) => call,
         Err(f) => {
-            return with_headers(ApiError::provider(dialect, &f.error).into_response(), &id, arrived, Some(f.upstream_wait));
+            return with_headers(
+                ApiError::provider(dialect, &f.error).into_response(),
+                &id,
+                arrived,
+                Some(f.upstream_wait),
+            );
         }
     };
     if stream { stream_response(call, dialect, &id, &model) } else { whole_response(call, dialect, &id, &model).await }
@@ -86,7 +91,7 @@ fn with_headers(mut resp: Response, id: &str, arrived: Instant, upstream_wait: O
         h.insert("x-request-id", v);
     }
     if let Ok(v) = HeaderValue::from_str(&format!("{:.3}", engine.as_secs_f64() * 1000.0)) {
-        h.insert("x-keyhaven-overhead-ms", v);
+        h.insert(crate::api::guard::OVERHEAD, v);
     }
     resp
 }

@@ -7,13 +7,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{Method, header};
+use axum::http::{HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::api::{ApiError, Inbound};
 use crate::dialect::openai_chat::StreamOptions;
 use crate::model::ErrorKind;
+
+/// The response header with the time spent inside Keyhaven.
+pub const OVERHEAD: &str = "x-keyhaven-overhead-ms";
 
 #[derive(Debug, Clone)]
 pub struct GuardConfig {
@@ -42,6 +45,19 @@ fn dialect_for(path: &str) -> Inbound {
 }
 
 pub async fn check(State(cfg): State<Arc<GuardConfig>>, req: Request, next: Next) -> Response {
+    let started = tokio::time::Instant::now();
+    let mut resp = admit(&cfg, req, next).await;
+    // Handlers that call an upstream set a precise value; everything else was all engine time.
+    if !resp.headers().contains_key(OVERHEAD) {
+        let ms = format!("{:.3}", started.elapsed().as_secs_f64() * 1000.0);
+        if let Ok(v) = HeaderValue::from_str(&ms) {
+            resp.headers_mut().insert(OVERHEAD, v);
+        }
+    }
+    resp
+}
+
+async fn admit(cfg: &GuardConfig, req: Request, next: Next) -> Response {
     let dialect = dialect_for(req.uri().path());
     let headers = req.headers();
     let host =

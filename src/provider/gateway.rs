@@ -124,6 +124,7 @@ impl Gateway {
             acc: Some(Accumulator::new()),
             request_body: None,
             upstream_wait: Duration::ZERO,
+            accepted: false,
             done: false,
         };
         let started_ack = self.sink.start(CallStart {
@@ -144,6 +145,7 @@ impl Gateway {
         started_ack.await;
         match result {
             Ok((route, events, first, prepare, first_event)) => {
+                guard.accepted = true;
                 let timings =
                     Timings { started, prepare, first_event, last_event: first_event, retries: guard.retries };
                 let cancel = ctx.cancel.clone();
@@ -267,6 +269,8 @@ struct CallGuard {
     request_body: Option<String>,
     /// Time spent waiting on the upstream (attempts and backoff) before the first event.
     upstream_wait: Duration,
+    /// The upstream accepted the request (a 2xx head arrived).
+    accepted: bool,
     done: bool,
 }
 
@@ -297,7 +301,9 @@ impl CallGuard {
         self.done = true;
         let acc = self.acc.take().unwrap_or_default();
         let mut usage = acc.usage();
-        let estimated = !acc.saw_usage();
+        // Estimate only what an upstream that accepted the request may bill; a call refused before
+        // that cost nothing.
+        let estimated = !acc.saw_usage() && self.accepted;
         if estimated {
             usage.output_tokens = usage.output_tokens.max(acc.estimated_output_tokens());
             usage.input_tokens = usage.input_tokens.max((self.request_bytes as u64).div_ceil(4));

@@ -112,6 +112,7 @@ async fn local_endpoint_guard_refuses_foreign_pages() {
         }
         let resp = req.send().await.expect("send");
         assert_eq!(resp.status().as_u16(), status, "{headers:?}");
+        assert!(resp.headers().contains_key("x-keyhaven-overhead-ms"), "every response carries the overhead header");
         assert!(resp.headers().get("access-control-allow-origin").is_none(), "no CORS, ever");
     }
     assert!(mock.seen().is_empty(), "no request got through the guard");

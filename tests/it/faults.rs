@@ -57,7 +57,10 @@ async fn server_errors_retry_at_most_twice() {
     let mock = MockUpstream::start().await;
     mock.push(Reply::json(503, r#"{"error":{"message":"busy","type":"server_error"}}"#));
     let engine = TestEngine::start(&mock).await;
-    mock.push(Reply::json(503, r#"{"error":{"message":"busy","type":"server_error"}}"#).head_delay(Duration::from_millis(300)));
+    mock.push(
+        Reply::json(503, r#"{"error":{"message":"busy","type":"server_error"}}"#)
+            .head_delay(Duration::from_millis(300)),
+    );
     let resp = engine.post(Client::Anthropic, &request(Client::Anthropic, "oa-model", false, Case::Text)).await;
     assert_eq!(resp.status(), 503);
     let overhead: f64 = resp.headers()["x-keyhaven-overhead-ms"].to_str().expect("ascii").parse().expect("number");
@@ -236,5 +239,19 @@ async fn client_giving_up_on_a_whole_answer_cancels_the_upstream() {
     assert!(at.saturating_duration_since(gave_up) < Duration::from_millis(250));
     let row = engine.only_call().await;
     assert_eq!(row.summary.status, CallStatus::Canceled);
+    engine.stop().await;
+}
+
+#[tokio::test]
+async fn refused_calls_record_no_estimated_usage() {
+    let mock = MockUpstream::start().await;
+    mock.push(Reply::json(400, r#"{"error":{"message":"bad","type":"invalid_request_error"}}"#));
+    let engine = TestEngine::start(&mock).await;
+    let resp = engine.post(Client::Openai, &request(Client::Openai, "oa-model", true, Case::Text)).await;
+    assert_eq!(resp.status(), 400);
+    let row = engine.only_call().await;
+    assert_eq!(row.summary.usage, keyhaven::model::Usage::default());
+    assert!(!row.summary.usage_estimated);
+    assert_eq!(row.summary.cost_micros.unwrap_or(0), 0);
     engine.stop().await;
 }
