@@ -137,6 +137,9 @@ impl Catalog {
     }
 }
 
+#[cfg(test)]
+mod tests;
+
 /// Replaces the fields an override names; the others keep the shipped table's values.
 fn override_price(mut price: Price, o: &PriceOverride) -> Result<Price, PricingError> {
     for (field, value) in [
