@@ -326,6 +326,20 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// Every kind, for exhaustive tests of the encoders.
+    pub const ALL: [ErrorKind; 10] = [
+        ErrorKind::InvalidRequest,
+        ErrorKind::Authentication,
+        ErrorKind::PermissionDenied,
+        ErrorKind::NotFound,
+        ErrorKind::RequestTooLarge,
+        ErrorKind::RateLimited,
+        ErrorKind::Overloaded,
+        ErrorKind::Timeout,
+        ErrorKind::Upstream,
+        ErrorKind::Internal,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorKind::InvalidRequest => "invalid_request",

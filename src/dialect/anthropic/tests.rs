@@ -576,18 +576,7 @@ fn response_encode_repairs_for_sdks() {
 
 #[test]
 fn error_encode_all_kinds() {
-    let kinds = [
-        ErrorKind::InvalidRequest,
-        ErrorKind::Authentication,
-        ErrorKind::PermissionDenied,
-        ErrorKind::NotFound,
-        ErrorKind::RequestTooLarge,
-        ErrorKind::RateLimited,
-        ErrorKind::Overloaded,
-        ErrorKind::Timeout,
-        ErrorKind::Upstream,
-        ErrorKind::Internal,
-    ];
+    let kinds = ErrorKind::ALL;
     let mut rendered = String::new();
     for kind in kinds {
         let body = encode_error(&ErrorInfo { kind, message: format!("{} happened", kind.as_str()) });

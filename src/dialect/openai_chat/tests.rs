@@ -321,18 +321,7 @@ fn stream_events_match_the_non_streamed_answer() {
 
 #[test]
 fn encode_error_for_every_kind() {
-    let kinds = [
-        ErrorKind::InvalidRequest,
-        ErrorKind::Authentication,
-        ErrorKind::PermissionDenied,
-        ErrorKind::NotFound,
-        ErrorKind::RequestTooLarge,
-        ErrorKind::RateLimited,
-        ErrorKind::Overloaded,
-        ErrorKind::Timeout,
-        ErrorKind::Upstream,
-        ErrorKind::Internal,
-    ];
+    let kinds = ErrorKind::ALL;
     let all: Vec<Value> =
         kinds.iter().map(|&kind| encode_error(&ErrorInfo { kind, message: format!("{kind:?} happened") })).collect();
     expect_file![fixture_dir("errors").join("expected/encode_error.json")].assert_eq(&pretty(&Value::Array(all)));
