@@ -130,11 +130,8 @@ async fn one_request(client: &reqwest::Client, url: &str, payload: bytes::Bytes)
         .await
         .map_err(|e| format!("send: {e}"))?;
     let status = resp.status();
-    let overhead = resp
-        .headers()
-        .get("x-keyhaven-overhead-ms")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<f64>().ok());
+    let overhead =
+        resp.headers().get("x-keyhaven-overhead-ms").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<f64>().ok());
     let text = resp.bytes().await.map_err(|e| format!("body: {e}"))?;
     if !status.is_success() {
         return Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&text).chars().take(300).collect::<String>()));
@@ -165,7 +162,7 @@ pub async fn streaming(
     chunks: u32,
 ) -> StreamSamples {
     let payload = bytes::Bytes::from(body(&target.model, true));
-    let results: Vec<Result<(f64, Vec<f64>, f64), String>> = futures::stream::iter(0..requests)
+    let results: Vec<Result<OneStream, String>> = futures::stream::iter(0..requests)
         .map(|_| one_stream(client, &target.url, payload.clone(), chunks))
         .buffer_unordered(concurrency.max(1))
         .collect()
@@ -173,7 +170,7 @@ pub async fn streaming(
     let mut out = StreamSamples::default();
     for r in results {
         match r {
-            Ok((ttfb, gaps, total)) => {
+            Ok(OneStream { ttfb, gaps, total }) => {
                 out.ttfb_ms.push(ttfb);
                 out.gap_ms.extend(gaps);
                 out.total_ms.push(total);
@@ -187,6 +184,13 @@ pub async fn streaming(
     out
 }
 
+/// One stream's timings in milliseconds.
+struct OneStream {
+    ttfb: f64,
+    gaps: Vec<f64>,
+    total: f64,
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -196,7 +200,7 @@ async fn one_stream(
     url: &str,
     payload: bytes::Bytes,
     chunks: u32,
-) -> Result<(f64, Vec<f64>, f64), String> {
+) -> Result<OneStream, String> {
     let sent = Instant::now();
     let resp = client
         .post(url)
@@ -228,7 +232,7 @@ async fn one_stream(
                     return Err(format!("expected {chunks} text deltas, got {}", deltas.len()));
                 }
                 let gaps = deltas.windows(2).map(|w| ms(w[1] - w[0])).collect();
-                return Ok((ttfb.map_or(f64::NAN, ms), gaps, ms(now - sent)));
+                return Ok(OneStream { ttfb: ttfb.map_or(f64::NAN, ms), gaps, total: ms(now - sent) });
             }
             let v: Value = serde_json::from_slice(data).map_err(|e| format!("bad chunk: {e}"))?;
             let text = v.pointer("/choices/0/delta/content").and_then(Value::as_str).unwrap_or("");
