@@ -1,0 +1,287 @@
+//! `keyhaven-bench`: measures what Keyhaven adds on top of an upstream.
+//!
+//! Starts an in-process mock OpenAI-compatible upstream and an in-process Keyhaven engine (temp
+//! data dir, recording on, one provider `mock` and one model `bench-model`), then runs the same
+//! load twice, directly against the mock and through Keyhaven:
+//! - open-loop non-streaming requests at a fixed rate: client-side latency percentiles, their
+//!   difference, and the engine's own `x-keyhaven-overhead-ms` header;
+//! - streaming requests: time to first SSE line and gaps between text deltas;
+//! - the process's resident memory (VmRSS) before and after load.
+//!
+//! Everything (mock, engine, load generator) shares one process and one tokio runtime, and talks
+//! over 127.0.0.1 only. Every phase is bounded; the run ends by itself.
+//!
+//! ```text
+//! cargo run --release -p keyhaven-bench -- --rate 500 --duration 10s --warmup 2s
+//! ```
+
+mod load;
+mod mock;
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use keyhaven::app::Engine;
+use keyhaven::config::EngineConfig;
+use keyhaven::secrets::Secrets;
+
+use crate::load::{Pcts, Samples, StreamSamples, Target};
+use crate::mock::Mock;
+
+#[derive(Debug, Parser)]
+#[command(about = "Benchmark Keyhaven's overhead against an in-process mock upstream")]
+struct Args {
+    /// Non-streaming requests per second (open loop).
+    #[arg(long, default_value_t = 500)]
+    rate: u32,
+    /// Measured time of the non-streaming phase, e.g. `10s`, `1500ms`, `1m`.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Unrecorded warm-up before the measured time, at the same rate.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    warmup: Duration,
+    /// Mock upstream latency before every answer.
+    #[arg(long, default_value = "0ms", value_parser = parse_duration)]
+    upstream_latency: Duration,
+    /// Streaming requests per target (0 skips the streaming phase).
+    #[arg(long, default_value_t = 200)]
+    stream_requests: u32,
+    /// Streaming requests in flight at once.
+    #[arg(long, default_value_t = 20)]
+    stream_concurrency: usize,
+    /// Text deltas per streamed answer.
+    #[arg(long, default_value_t = 20)]
+    chunks: u32,
+    /// Delay between streamed text deltas.
+    #[arg(long, default_value = "5ms", value_parser = parse_duration)]
+    chunk_delay: Duration,
+    /// Per-request client timeout.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    timeout: Duration,
+}
+
+/// `10s`, `250ms`, `2m`, or a bare number of seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 = num.trim().parse().map_err(|_| format!("`{s}` is not a duration like 10s or 500ms"))?;
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(format!("`{s}` is not a non-negative duration"));
+    }
+    Ok(Duration::from_secs_f64(v * scale))
+}
+
+/// Resident set size and its peak of this process, in KiB (Linux only).
+fn rss_kib() -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse::<u64>().ok())
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+fn progress(msg: &str) {
+    // Progress goes to stderr so stdout holds only the report.
+    let _ = writeln!(std::io::stderr(), "keyhaven-bench: {msg}");
+}
+
+fn config_text(mock_url: &str) -> String {
+    format!(
+        r#"
+[[providers]]
+name = "mock"
+kind = "openai"
+base_url = "{mock_url}/v1"
+
+[[models]]
+name = "bench-model"
+provider = "mock"
+upstream = "mock-model"
+"#
+    )
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    anyhow::ensure!(args.rate > 0, "--rate must be positive");
+    let mem_start = rss_kib();
+
+    // Non-streaming phase: the engine's upstream stream comes without inter-chunk delays.
+    let mock = Mock::start(args.upstream_latency, args.chunks, Duration::ZERO).await.context("starting the mock")?;
+    let mock_url = format!("http://{}", mock.addr);
+
+    let dir = tempfile::tempdir().context("creating a temp data dir")?;
+    let file = keyhaven::config::load_str("bench.toml", &config_text(&mock_url)).context("bench config")?;
+    let config = EngineConfig {
+        config_path: None,
+        database_path: dir.path().join("keyhaven.db"),
+        file,
+        listen: Some(([127, 0, 0, 1], 0).into()),
+    };
+    let engine = Engine::start(config, Secrets::empty()).await.context("starting the engine")?;
+    let engine_url = format!("http://{}", engine.local_addr());
+    let mem_idle = rss_kib();
+
+    let client = reqwest::Client::builder()
+        .http1_only()
+        .no_proxy()
+        .timeout(args.timeout)
+        .pool_max_idle_per_host(1024)
+        .build()
+        .context("building the HTTP client")?;
+    let direct = Target { url: format!("{mock_url}/v1/chat/completions"), model: "mock-model".into() };
+    let keyhaven = Target { url: format!("{engine_url}/v1/chat/completions"), model: "bench-model".into() };
+
+    progress(&format!(
+        "non-streaming, direct: {} req/s for {:?} (+{:?} warm-up)",
+        args.rate, args.duration, args.warmup
+    ));
+    let d = load::open_loop(&client, &direct, args.rate, args.warmup, args.duration).await;
+    progress("non-streaming, through Keyhaven");
+    let k = load::open_loop(&client, &keyhaven, args.rate, args.warmup, args.duration).await;
+    let mem_after_load = rss_kib();
+
+    let (ds, ks) = if args.stream_requests > 0 {
+        mock.set_stream(args.chunks, args.chunk_delay);
+        progress(&format!(
+            "streaming: {} requests x {} deltas, {:?} apart, concurrency {}",
+            args.stream_requests, args.chunks, args.chunk_delay, args.stream_concurrency
+        ));
+        let ds = load::streaming(&client, &direct, args.stream_requests, args.stream_concurrency, args.chunks).await;
+        let ks = load::streaming(&client, &keyhaven, args.stream_requests, args.stream_concurrency, args.chunks).await;
+        (Some(ds), Some(ks))
+    } else {
+        (None, None)
+    };
+    let mem_after_stream = rss_kib();
+
+    let store = engine.handle().store;
+    // Let the recorder catch up before counting.
+    store.flush().await.context("flushing the store")?;
+    let recorded = store.count_calls().await.context("counting recorded calls")?;
+    let dropped = store.dropped();
+    drop(store);
+    let drained = engine.shutdown(Duration::from_secs(5)).await;
+    mock.stop();
+
+    let mem = [
+        ("process start", mem_start),
+        ("mock + engine started, idle", mem_idle),
+        ("after non-streaming load", mem_after_load),
+        ("after streaming load", mem_after_stream),
+    ];
+    let report = render(&args, &d, &k, ds.as_ref().zip(ks.as_ref()), &mem, recorded, dropped, drained)?;
+    std::io::stdout().write_all(report.as_bytes()).context("writing the report")?;
+    Ok(())
+}
+
+fn row(out: &mut String, label: &str, p: &Pcts) -> std::fmt::Result {
+    writeln!(out, "  {label:<26} {:>9.3} {:>9.3} {:>9.3} {:>9.3}   (n={})", p.p50, p.p95, p.p99, p.max, p.n)
+}
+
+fn diff(a: &Pcts, b: &Pcts) -> Pcts {
+    Pcts { n: a.n.min(b.n), p50: b.p50 - a.p50, p95: b.p95 - a.p95, p99: b.p99 - a.p99, max: b.max - a.max }
+}
+
+fn errors(out: &mut String, label: &str, n: u64, first: Option<&String>) -> std::fmt::Result {
+    match first {
+        Some(e) => writeln!(out, "  {label}: {n} errors, first: {e}"),
+        None => writeln!(out, "  {label}: {n} errors"),
+    }
+}
+
+#[expect(clippy::too_many_arguments, reason = "one flat report of everything measured")]
+fn render(
+    args: &Args,
+    d: &Samples,
+    k: &Samples,
+    streams: Option<(&StreamSamples, &StreamSamples)>,
+    mem: &[(&str, Option<(u64, u64)>)],
+    recorded: u64,
+    dropped: u64,
+    drained: bool,
+) -> anyhow::Result<String> {
+    let mut o = String::new();
+    let header = format!("  {:<26} {:>9} {:>9} {:>9} {:>9}", "(ms)", "p50", "p95", "p99", "max");
+    writeln!(o, "\nKeyhaven benchmark (in-process mock upstream, 127.0.0.1, http/1.1 client)")?;
+    writeln!(
+        o,
+        "upstream latency {:?}; rate {}/s for {:?} after {:?} warm-up; recording ON (SQLite in a temp dir)\n",
+        args.upstream_latency, args.rate, args.duration, args.warmup
+    )?;
+    writeln!(o, "Non-streaming latency (scheduled send -> body read, open loop)")?;
+    writeln!(
+        o,
+        "  direct: the mock answers JSON; through Keyhaven: the engine asks the mock for SSE ({} deltas,\n  \
+         no delay between them) and accumulates it, so `added` includes that conversion",
+        args.chunks
+    )?;
+    writeln!(o, "{header}")?;
+    let (dp, kp) = (Pcts::of(&d.latency_ms), Pcts::of(&k.latency_ms));
+    row(&mut o, "direct to mock", &dp)?;
+    row(&mut o, "through Keyhaven", &kp)?;
+    row(&mut o, "added (difference of pXX)", &diff(&dp, &kp))?;
+    row(&mut o, "x-keyhaven-overhead-ms", &Pcts::of(&k.overhead_header_ms))?;
+    let secs = args.duration.as_secs_f64().max(f64::MIN_POSITIVE);
+    writeln!(o, "  achieved: direct {:.0}/s, Keyhaven {:.0}/s", dp.n as f64 / secs, kp.n as f64 / secs)?;
+    errors(&mut o, "direct", d.errors, d.first_error.as_ref())?;
+    errors(&mut o, "Keyhaven", k.errors, k.first_error.as_ref())?;
+
+    if let Some((ds, ks)) = streams {
+        writeln!(
+            o,
+            "\nStreaming: {} requests per target, concurrency {}, {} deltas {:?} apart",
+            args.stream_requests, args.stream_concurrency, args.chunks, args.chunk_delay
+        )?;
+        writeln!(o, "{header}")?;
+        let (dt, kt) = (Pcts::of(&ds.ttfb_ms), Pcts::of(&ks.ttfb_ms));
+        row(&mut o, "TTFB direct", &dt)?;
+        row(&mut o, "TTFB through Keyhaven", &kt)?;
+        row(&mut o, "TTFB added", &diff(&dt, &kt))?;
+        row(&mut o, "delta gap direct", &Pcts::of(&ds.gap_ms))?;
+        row(&mut o, "delta gap through Keyhaven", &Pcts::of(&ks.gap_ms))?;
+        row(&mut o, "total direct", &Pcts::of(&ds.total_ms))?;
+        row(&mut o, "total through Keyhaven", &Pcts::of(&ks.total_ms))?;
+        errors(&mut o, "direct", ds.errors, ds.first_error.as_ref())?;
+        errors(&mut o, "Keyhaven", ks.errors, ks.first_error.as_ref())?;
+    }
+
+    writeln!(o, "\nMemory (VmRSS of this whole process: engine + mock + load generator + client)")?;
+    for (label, m) in mem {
+        match m {
+            Some((rss, hwm)) => writeln!(
+                o,
+                "  {label:<30} {:>8.1} MiB   (peak so far {:.1} MiB)",
+                *rss as f64 / 1024.0,
+                *hwm as f64 / 1024.0
+            )?,
+            None => writeln!(o, "  {label:<30} unavailable (no /proc/self/status)")?,
+        }
+    }
+    writeln!(o, "\nRecorder: {recorded} calls in the store, {dropped} records dropped")?;
+    if !drained {
+        writeln!(o, "Engine shutdown: tasks outlived the 5 s grace period")?;
+    }
+    writeln!(
+        o,
+        "\nNotes: mock, engine and load generator share one process and runtime (they compete for CPU);\n\
+         `added` rows are differences of percentiles, not percentiles of per-request differences."
+    )?;
+    Ok(o)
+}
