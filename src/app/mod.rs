@@ -127,6 +127,12 @@ impl Engine {
         };
         let token = spawner.root_token().clone();
         let app = api::router(state);
+        // Streams are many small writes: without TCP_NODELAY, Nagle holds each back ~40 ms.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "TCP_NODELAY not set");
+            }
+        });
         spawner.spawn_graceful(async move {
             let serve = axum::serve(listener, app).with_graceful_shutdown(token.cancelled_owned());
             if let Err(e) = serve.await {
