@@ -100,9 +100,12 @@ fn progress(msg: &str) {
     let _ = writeln!(std::io::stderr(), "keyhaven-bench: {msg}");
 }
 
-fn config_text(mock_url: &str) -> String {
+fn config_text(mock_url: &str, record: bool) -> String {
     format!(
         r#"
+[server]
+record_calls = {record}
+
 [[providers]]
 name = "mock"
 kind = "openai"
@@ -127,15 +130,23 @@ async fn main() -> anyhow::Result<()> {
     let mock_url = format!("http://{}", mock.addr);
 
     let dir = tempfile::tempdir().context("creating a temp data dir")?;
-    let file = keyhaven::config::load_str("bench.toml", &config_text(&mock_url)).context("bench config")?;
-    let config = EngineConfig {
-        config_path: None,
-        database_path: dir.path().join("keyhaven.db"),
-        file,
-        listen: Some(([127, 0, 0, 1], 0).into()),
+    let start_engine = |record: bool| {
+        let file = keyhaven::config::load_str("bench.toml", &config_text(&mock_url, record));
+        let database_path = dir.path().join(if record { "keyhaven.db" } else { "unused.db" });
+        async move {
+            let config = EngineConfig {
+                config_path: None,
+                database_path,
+                file: file?,
+                listen: Some(([127, 0, 0, 1], 0).into()),
+            };
+            anyhow::Ok(Engine::start(config, Secrets::empty()).await?)
+        }
     };
-    let engine = Engine::start(config, Secrets::empty()).await.context("starting the engine")?;
+    let engine = start_engine(true).await.context("starting the engine")?;
     let engine_url = format!("http://{}", engine.local_addr());
+    let unrecorded = start_engine(false).await.context("starting the engine without recording")?;
+    let unrecorded_url = format!("http://{}", unrecorded.local_addr());
     let mem_idle = rss_kib();
 
     let client = reqwest::Client::builder()
@@ -147,12 +158,15 @@ async fn main() -> anyhow::Result<()> {
         .context("building the HTTP client")?;
     let direct = Target { url: format!("{mock_url}/v1/chat/completions"), model: "mock-model".into() };
     let keyhaven = Target { url: format!("{engine_url}/v1/chat/completions"), model: "bench-model".into() };
+    let keyhaven_off = Target { url: format!("{unrecorded_url}/v1/chat/completions"), model: "bench-model".into() };
 
     progress(&format!(
         "non-streaming, direct: {} req/s for {:?} (+{:?} warm-up)",
         args.rate, args.duration, args.warmup
     ));
     let d = load::open_loop(&client, &direct, args.rate, args.warmup, args.duration).await;
+    progress("non-streaming, through Keyhaven with recording off");
+    let k_off = load::open_loop(&client, &keyhaven_off, args.rate, args.warmup, args.duration).await;
     progress("non-streaming, through Keyhaven");
     let k = load::open_loop(&client, &keyhaven, args.rate, args.warmup, args.duration).await;
     let mem_after_load = rss_kib();
@@ -177,7 +191,7 @@ async fn main() -> anyhow::Result<()> {
     let recorded = store.count_calls().await.context("counting recorded calls")?;
     let dropped = store.dropped();
     drop(store);
-    let drained = engine.shutdown(Duration::from_secs(5)).await;
+    let drained = engine.shutdown(Duration::from_secs(5)).await & unrecorded.shutdown(Duration::from_secs(5)).await;
     mock.stop();
 
     let mem = [
@@ -186,7 +200,7 @@ async fn main() -> anyhow::Result<()> {
         ("after non-streaming load", mem_after_load),
         ("after streaming load", mem_after_stream),
     ];
-    let report = render(&args, &d, &k, ds.as_ref().zip(ks.as_ref()), &mem, recorded, dropped, drained)?;
+    let report = render(&args, &d, &k, &k_off, ds.as_ref().zip(ks.as_ref()), &mem, recorded, dropped, drained)?;
     std::io::stdout().write_all(report.as_bytes()).context("writing the report")?;
     Ok(())
 }
@@ -211,6 +225,7 @@ fn render(
     args: &Args,
     d: &Samples,
     k: &Samples,
+    k_off: &Samples,
     streams: Option<(&StreamSamples, &StreamSamples)>,
     mem: &[(&str, Option<(u64, u64)>)],
     recorded: u64,
@@ -238,6 +253,12 @@ fn render(
     row(&mut o, "through Keyhaven", &kp)?;
     row(&mut o, "added (difference of pXX)", &diff(&dp, &kp))?;
     row(&mut o, "x-keyhaven-overhead-ms", &Pcts::of(&k.overhead_header_ms))?;
+    let off = Pcts::of(&k_off.latency_ms);
+    row(&mut o, "through Keyhaven, no record", &off)?;
+    row(&mut o, "overhead-ms, no record", &Pcts::of(&k_off.overhead_header_ms))?;
+    if off.p99 > 0.0 {
+        writeln!(o, "  p99 with recording / without: {:.2}x", kp.p99 / off.p99)?;
+    }
     let secs = args.duration.as_secs_f64().max(f64::MIN_POSITIVE);
     writeln!(o, "  achieved: direct {:.0}/s, Keyhaven {:.0}/s", dp.n as f64 / secs, kp.n as f64 / secs)?;
     errors(&mut o, "direct", d.errors, d.first_error.as_ref())?;

@@ -11,7 +11,7 @@ use crate::api::{self, ApiState, GuardConfig};
 use crate::config::EngineConfig;
 use crate::model::{CallFinish, CallStart};
 use crate::pricing::PriceTable;
-use crate::provider::{Ack, CallSink, Catalog, Gateway, GatewayOptions};
+use crate::provider::{Ack, CallSink, Catalog, Gateway, GatewayOptions, NullSink};
 use crate::secrets::Secrets;
 use crate::store::{Store, StoreError, StoreOptions};
 use crate::task::Spawner;
@@ -103,7 +103,7 @@ impl Engine {
         let gateway = Arc::new(Gateway::new(
             catalog,
             secrets,
-            Arc::new(StoreSink(store.clone())),
+            if server.record_calls { Arc::new(StoreSink(store.clone())) } else { Arc::new(NullSink) },
             GatewayOptions {
                 timeouts: config.file.timeouts,
                 retry: config.file.retry,

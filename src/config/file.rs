@@ -27,6 +27,9 @@ pub struct FileConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
     pub listen: SocketAddr,
+    /// Record every call in the database (usage, cost, history). Off only for measurements or
+    /// strict privacy; nothing is then written.
+    pub record_calls: bool,
     pub capture_bodies: bool,
     pub body_capture_limit: usize,
     pub max_request_bytes: usize,
@@ -37,6 +40,7 @@ impl Default for ServerConfig {
     fn default() -> ServerConfig {
         ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 4937)),
+            record_calls: true,
             capture_bodies: true,
             body_capture_limit: 64 * 1024,
             max_request_bytes: 32 * 1024 * 1024,
