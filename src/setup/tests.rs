@@ -1,0 +1,1 @@
+//! Unit tests of the setup module's document editing, hashing and tokens.
