@@ -142,13 +142,19 @@ impl Doc {
                         .ok_or_else(|| shape(file, &key[..=i], "is not a table"))?;
                 }
                 let mut item = json_to_toml_item(value);
-                if let (Some(old), toml_edit::Item::Value(new)) = (table.get(last), &mut item)
-                    && let Some(old) = old.as_value()
-                {
-                    // Keep a comment written after the old value on the same line.
-                    *new.decor_mut() = old.decor().clone();
+                match table.get_mut(last) {
+                    Some(old) => {
+                        if let (Some(old), toml_edit::Item::Value(new)) = (old.as_value(), &mut item) {
+                            // Keep the spacing and a comment written after the old value.
+                            *new.decor_mut() = old.decor().clone();
+                        }
+                        // Assigning in place keeps the key, its position and the comments above it.
+                        *old = item;
+                    }
+                    None => {
+                        table.insert(last, item);
+                    }
                 }
-                table.insert(last, item);
             }
         }
         Ok(())
@@ -207,13 +213,23 @@ fn json_to_toml_item(value: &Value) -> toml_edit::Item {
     match value {
         Value::Object(m) => {
             let mut t = toml_edit::Table::new();
-            for (k, v) in m {
+            for (k, v) in ordered(m) {
                 t.insert(k, toml_edit::Item::Value(json_to_toml_value(v)));
             }
             toml_edit::Item::Table(t)
         }
         v => toml_edit::Item::Value(json_to_toml_value(v)),
     }
+}
+
+/// A table's entries with `name`, `base_url` and `wire_api` first (the order Codex's docs use),
+/// then the rest alphabetically. `serde_json::Map` does not keep insertion order.
+fn ordered(m: &serde_json::Map<String, Value>) -> Vec<(&String, &Value)> {
+    const FIRST: [&str; 3] = ["name", "base_url", "wire_api"];
+    let rank = |k: &str| FIRST.iter().position(|f| *f == k).unwrap_or(FIRST.len());
+    let mut entries: Vec<_> = m.iter().collect();
+    entries.sort_by(|a, b| rank(a.0).cmp(&rank(b.0)).then_with(|| a.0.cmp(b.0)));
+    entries
 }
 
 fn json_to_toml_value(value: &Value) -> toml_edit::Value {
