@@ -28,6 +28,7 @@ pub(crate) struct Edit {
 }
 
 /// A parsed document that can be read and edited, then printed back.
+#[derive(Debug)]
 pub(crate) enum Doc {
     Jsonc(CstRootNode),
     Toml(toml_edit::DocumentMut),

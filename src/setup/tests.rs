@@ -104,17 +104,17 @@ fn jsonc_empty_file_becomes_an_object() {
 #[test]
 fn jsonc_non_object_root_and_non_object_parent_are_refused() {
     let file = Path::new("fixture");
-    let err = Doc::parse(Format::Jsonc, file, "[1, 2]").err().expect("refused");
+    let err = Doc::parse(Format::Jsonc, file, "[1, 2]").expect_err("refused");
     assert_eq!(err.kind(), "setup_unexpected_shape");
     let mut doc = Doc::parse(Format::Jsonc, file, r#"{"env": "oops"}"#).expect("parses");
-    let err = doc.apply(file, &[set(&["env", "X"], json!("y"))]).err().expect("refused");
+    let err = doc.apply(file, &[set(&["env", "X"], json!("y"))]).expect_err("refused");
     assert_eq!(err.kind(), "setup_unexpected_shape");
     assert_eq!(doc.render(), r#"{"env": "oops"}"#);
 }
 
 #[test]
 fn invalid_jsonc_is_a_parse_error() {
-    let err = Doc::parse(Format::Jsonc, Path::new("f"), "{ \"a\": }").err().expect("refused");
+    let err = Doc::parse(Format::Jsonc, Path::new("f"), "{ \"a\": }").expect_err("refused");
     assert_eq!(err.kind(), "setup_parse");
 }
 

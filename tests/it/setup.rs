@@ -200,7 +200,7 @@ fn cursor_path_follows_the_platform() {
     assert!(linux.path(Client::Cursor).ends_with(".config/Cursor/User/settings.json"));
     let mut win = Fixture::on(Platform::Windows);
     win.env.appdata = None;
-    assert_eq!(config_path(&win.env, Client::Cursor).err().expect("no appdata").kind(), "setup_no_appdata");
+    assert_eq!(config_path(&win.env, Client::Cursor).expect_err("no appdata").kind(), "setup_no_appdata");
 }
 
 const CLAUDE_SETTINGS: &str = r#"{
@@ -346,7 +346,7 @@ fn read_only_file_is_refused_and_nothing_is_written() {
     let path = fx.write(Client::Cursor, CURSOR_SETTINGS);
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).expect("chmod");
     let before = fx.tree();
-    let err = setup::route(&fx.env, Client::Cursor, &SetupOptions::default(), &fx.tokens()).err().expect("refused");
+    let err = setup::route(&fx.env, Client::Cursor, &SetupOptions::default(), &fx.tokens()).expect_err("refused");
     assert_eq!(err.kind(), "setup_read_only");
     assert!(err.to_string().contains("read-only"), "{err}");
     assert_eq!(fx.tree(), before, "no backup, no state, no temp file");
@@ -358,7 +358,7 @@ fn a_target_that_cannot_be_written_fails_cleanly() {
     let fx = Fixture::new();
     std::fs::create_dir_all(fx.path(Client::ClaudeCode)).expect("dir in the way");
     let before = fx.tree();
-    let err = setup::route(&fx.env, Client::ClaudeCode, &SetupOptions::default(), &fx.tokens()).err().expect("fails");
+    let err = setup::route(&fx.env, Client::ClaudeCode, &SetupOptions::default(), &fx.tokens()).expect_err("fails");
     assert_eq!(err.kind(), "setup_io", "{err}");
     assert_eq!(fx.tree(), before);
 }
@@ -368,7 +368,7 @@ fn invalid_config_is_refused_without_changes() {
     let fx = Fixture::new();
     fx.write(Client::ClaudeCode, "{ \"env\": ");
     let before = fx.tree();
-    let err = setup::route(&fx.env, Client::ClaudeCode, &SetupOptions::default(), &fx.tokens()).err().expect("fails");
+    let err = setup::route(&fx.env, Client::ClaudeCode, &SetupOptions::default(), &fx.tokens()).expect_err("fails");
     assert_eq!(err.kind(), "setup_parse");
     assert_eq!(fx.tree(), before);
 }
@@ -381,7 +381,7 @@ fn a_concurrent_edit_aborts_the_write() {
     // Cursor (or the user) saves the file between Keyhaven's read and its write.
     let edited = CURSOR_SETTINGS.replace("14", "15");
     fx.write(Client::Cursor, &edited);
-    let err = plan.apply(&fx.env, &fx.tokens()).err().expect("aborted");
+    let err = plan.apply(&fx.env, &fx.tokens()).expect_err("aborted");
     assert_eq!(err.kind(), "setup_concurrent_edit");
     assert!(err.to_string().contains("changed while Keyhaven was editing it"), "{err}");
     assert_eq!(fx.read(Client::Cursor), edited, "the other writer's content stays");
@@ -526,6 +526,6 @@ fn a_symlinked_config_is_edited_through_the_link() {
 #[test]
 fn undo_without_a_record_is_refused() {
     let fx = Fixture::new();
-    let err = setup::undo(&fx.env, Client::Codex, &fx.tokens()).err().expect("refused");
+    let err = setup::undo(&fx.env, Client::Codex, &fx.tokens()).expect_err("refused");
     assert_eq!(err.kind(), "setup_not_routed");
 }
