@@ -9,6 +9,21 @@
 //! file is still exactly what Keyhaven wrote; otherwise it removes only Keyhaven's keys (restoring
 //! their previous values) and keeps the user's edits.
 //!
+//! What each client gets:
+//! - Cursor (`User/settings.json`): `http.proxy` = the proxy URL, `http.proxySupport: "on"`,
+//!   `http.experimental.systemCertificatesV2: true`, and `cursor.general.disableHttp2: true` only
+//!   when asked for. No token: Cursor's traffic reaches Keyhaven through the proxy.
+//! - Claude Code (`~/.claude/settings.json`): `env.ANTHROPIC_BASE_URL` = the gateway,
+//!   `env.ANTHROPIC_AUTH_TOKEN` = the client's token, optional `ANTHROPIC_MODEL` and
+//!   `ANTHROPIC_SMALL_FAST_MODEL`.
+//! - Codex CLI (`~/.codex/config.toml`): `model_provider = "keyhaven"`, optional `model`, and
+//!   `[model_providers.keyhaven]` with `base_url` = gateway + `/v1`, `wire_api = "responses"` and
+//!   the token as a static `http_headers.Authorization` bearer header, so no environment variable
+//!   has to be exported (`env_key` would need one in every shell).
+//!
+//! Client tokens ([`ClientTokens`]) are issued per client and stored in the keyring; the gateway
+//! does not enforce them yet (off by default).
+//!
 //! Invariants: nothing here reads the environment or global paths ([`SetupEnv`] carries the home
 //! directory, platform and endpoints); files are replaced atomically (temp file in the same
 //! directory, fsync, rename) after a last check that nobody changed them since they were read;
@@ -573,8 +588,8 @@ impl Plan {
         let old = self.before.as_deref().map(String::from_utf8_lossy).unwrap_or_default();
         let new = self.after.as_deref().map(String::from_utf8_lossy).unwrap_or_default();
         let name = self.path.display().to_string();
-        let a = if self.before.is_some() { format!("a/{name}") } else { "/dev/null".to_owned() };
-        let b = if self.after.is_some() { format!("b/{name}") } else { "/dev/null".to_owned() };
+        let a = if self.before.is_some() { name.clone() } else { "/dev/null".to_owned() };
+        let b = if self.after.is_some() { name } else { "/dev/null".to_owned() };
         let diff = similar::TextDiff::from_lines(old.as_ref(), new.as_ref()).unified_diff().header(&a, &b).to_string();
         match &self.token {
             Some(t) => crate::secrets::redact(&diff, &[t]),

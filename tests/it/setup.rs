@@ -457,7 +457,8 @@ fn dry_run_changes_nothing_and_shows_the_diff() {
     let diff = plan.diff();
     assert!(diff.contains("+    \"ANTHROPIC_BASE_URL\": \"http://127.0.0.1:4937\","), "{diff}");
     assert!(diff.contains("+    \"ANTHROPIC_AUTH_TOKEN\": \"[REDACTED]\","), "the token is not printed: {diff}");
-    assert!(diff.starts_with("--- a/"), "{diff}");
+    let file = fx.path(Client::ClaudeCode).display().to_string();
+    assert!(diff.starts_with(&format!("--- {file}\n+++ {file}\n@@ ")), "{diff}");
     drop(plan);
     assert_eq!(fx.tree(), before, "a dry run writes nothing");
     assert!(fx.tokens().clients().expect("clients").is_empty(), "and stores no token");
