@@ -8,5 +8,6 @@ pub mod model;
 pub mod pricing;
 pub mod provider;
 pub mod secrets;
+pub mod setup;
 pub mod store;
 pub mod task;

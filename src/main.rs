@@ -14,6 +14,7 @@ use keyhaven::config::{self, EngineConfig, FileConfig};
 use keyhaven::pricing::PriceTable;
 use keyhaven::provider::Catalog;
 use keyhaven::secrets::{Keyring, OsKeyring, Secrets};
+use keyhaven::setup::{self, Client, ClientTokens, SetupEnv, SetupOptions};
 use keyhaven::store::{CallFilter, Store, StoreOptions};
 use secrecy::SecretString;
 
@@ -55,7 +56,51 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         limit: u32,
     },
+    /// Point a client at Keyhaven (with a backup), or undo it with --undo.
+    Setup {
+        #[command(subcommand)]
+        target: SetupTarget,
+    },
 }
+
+#[derive(Subcommand, Debug)]
+enum SetupTarget {
+    /// Cursor: proxy settings in Cursor's user settings.json.
+    Cursor(SetupArgs),
+    /// Claude Code: the `env` block of ~/.claude/settings.json.
+    ClaudeCode(SetupArgs),
+    /// Codex CLI: a `keyhaven` model provider in ~/.codex/config.toml.
+    Codex(SetupArgs),
+    /// Print shell exports for OpenAI- and Anthropic-compatible tools; changes no file.
+    Env(SetupArgs),
+    /// Show which clients are installed and routed.
+    Status,
+}
+
+#[derive(clap::Args, Debug)]
+struct SetupArgs {
+    /// Put the client's config back as it was before Keyhaven changed it.
+    #[arg(long)]
+    undo: bool,
+    /// Print the exact change and change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// The model the client asks for (Claude Code, Codex; default for Codex: the first configured model).
+    #[arg(long)]
+    model: Option<String>,
+    /// Claude Code's small, fast model.
+    #[arg(long)]
+    small_model: Option<String>,
+    /// Cursor: set `cursor.general.disableHttp2` (for the HTTP/1.1 transport).
+    #[arg(long)]
+    disable_http2: bool,
+    /// Keyhaven's proxy URL for Cursor.
+    #[arg(long, default_value = DEFAULT_PROXY_URL)]
+    proxy_url: String,
+}
+
+/// Where the intercepting proxy listens until its own config lands (the proxy issue).
+const DEFAULT_PROXY_URL: &str = "http://127.0.0.1:4938";
 
 #[derive(Subcommand, Debug)]
 enum KeyAction {
@@ -67,6 +112,7 @@ enum KeyAction {
 
 struct Paths {
     config: PathBuf,
+    data: PathBuf,
     database: PathBuf,
 }
 
@@ -82,7 +128,7 @@ fn paths(cli: &Cli) -> anyhow::Result<Paths> {
         (None, Some(d)) => d.data_dir().to_path_buf(),
         (None, None) => bail!("cannot find a home directory; pass --data-dir"),
     };
-    Ok(Paths { config, database: data.join("keyhaven.db") })
+    Ok(Paths { config, database: data.join("keyhaven.db"), data })
 }
 
 /// Loads the config; on first run writes the commented template and says what to do next.
@@ -139,6 +185,7 @@ fn main() -> anyhow::Result<()> {
         Command::Key { action } => key(action, &mut out),
         Command::Usage { days } => usage(&paths.database, days, &mut out),
         Command::Calls { limit } => calls(&paths.database, limit, &mut out),
+        Command::Setup { target } => setup_command(&paths, target, &mut out),
     }
 }
 
@@ -293,5 +340,136 @@ fn calls(db: &Path, limit: u32, out: &mut impl Write) -> anyhow::Result<()> {
         )?;
     }
     store.close()?;
+    Ok(())
+}
+
+/// The user's home, platform and Keyhaven's endpoints, from the real environment.
+fn setup_env(paths: &Paths, file: Option<&FileConfig>, proxy_url: &str) -> anyhow::Result<SetupEnv> {
+    let base = directories::BaseDirs::new().context("cannot find your home directory")?;
+    let platform = if cfg!(windows) {
+        setup::Platform::Windows
+    } else if cfg!(target_os = "macos") {
+        setup::Platform::MacOs
+    } else {
+        setup::Platform::Linux
+    };
+    let appdata = std::env::var_os("APPDATA")
+        .map(PathBuf::from)
+        .or_else(|| cfg!(windows).then(|| base.config_dir().to_path_buf()));
+    let mut listen = file.map_or_else(|| config::ServerConfig::default().listen, |f| f.server.listen);
+    if listen.ip().is_unspecified() {
+        listen.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    Ok(SetupEnv {
+        home: base.home_dir().to_path_buf(),
+        platform,
+        appdata,
+        data_dir: paths.data.clone(),
+        gateway_url: format!("http://{listen}"),
+        proxy_url: proxy_url.to_owned(),
+    })
+}
+
+fn setup_command(paths: &Paths, target: SetupTarget, out: &mut impl Write) -> anyhow::Result<()> {
+    // The config is read only for the listen address and model names; a missing one is not
+    // created here (setup must not have side effects beyond what it prints).
+    let file = if paths.config.exists() {
+        let text =
+            std::fs::read_to_string(&paths.config).with_context(|| format!("reading {}", paths.config.display()))?;
+        Some(config::load_str(&paths.config.display().to_string(), &text)?)
+    } else {
+        None
+    };
+    let (client, args) = match target {
+        SetupTarget::Status => {
+            let env = setup_env(paths, file.as_ref(), DEFAULT_PROXY_URL)?;
+            for client in Client::ALL {
+                let d = setup::detect(&env, client)?;
+                writeln!(
+                    out,
+                    "{:<12} installed: {:<3}  routed: {:<3}  undo possible: {:<3}  {}",
+                    client.as_str(),
+                    yes(d.installed),
+                    yes(d.routed),
+                    yes(d.recorded),
+                    d.config_path.display()
+                )?;
+            }
+            return Ok(());
+        }
+        SetupTarget::Env(args) => {
+            let env = setup_env(paths, file.as_ref(), &args.proxy_url)?;
+            return setup_env_vars(&env, &args, out);
+        }
+        SetupTarget::Cursor(a) => (Client::Cursor, a),
+        SetupTarget::ClaudeCode(a) => (Client::ClaudeCode, a),
+        SetupTarget::Codex(a) => (Client::Codex, a),
+    };
+    let env = setup_env(paths, file.as_ref(), &args.proxy_url)?;
+    let tokens = ClientTokens::new(Arc::new(OsKeyring), &env.data_dir);
+    let plan = if args.undo {
+        setup::plan_undo(&env, client, &tokens)?
+    } else {
+        let mut model = args.model.clone();
+        if model.is_none() && client == Client::Codex {
+            model = file.as_ref().and_then(|f| f.models.first()).map(|m| m.name.get_ref().clone());
+        }
+        let opts = SetupOptions { model, small_model: args.small_model.clone(), disable_http2: args.disable_http2 };
+        setup::plan_route(&env, client, &opts, &tokens)?
+    };
+    if args.dry_run {
+        if plan.changes_file() {
+            write!(out, "{}", plan.diff())?;
+        } else {
+            writeln!(out, "{} would stay as it is.", plan.path().display())?;
+        }
+        for note in plan.notes() {
+            writeln!(out, "note: {note}")?;
+        }
+        writeln!(out, "(dry run: nothing was changed)")?;
+        return Ok(());
+    }
+    let outcome = plan.apply(&env, &tokens)?;
+    let what = if args.undo { "restored" } else { "routed through Keyhaven" };
+    if outcome.changed {
+        writeln!(out, "{}: {} {what}.", client.display_name(), outcome.path.display())?;
+    } else {
+        writeln!(out, "{}: {} already {what}; nothing to change.", client.display_name(), outcome.path.display())?;
+    }
+    if let Some(b) = &outcome.backup {
+        writeln!(out, "Backup of the original: {}", b.display())?;
+    }
+    for note in &outcome.notes {
+        writeln!(out, "note: {note}")?;
+    }
+    if outcome.changed {
+        writeln!(out, "{}", client.restart_hint())?;
+    }
+    Ok(())
+}
+
+fn yes(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+/// `keyhaven setup env`: prints exports (or unsets with --undo) for the generic `env` client.
+fn setup_env_vars(env: &SetupEnv, args: &SetupArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    let tokens = ClientTokens::new(Arc::new(OsKeyring), &env.data_dir);
+    if args.undo {
+        if !args.dry_run {
+            tokens.revoke(setup::ENV_CLIENT)?;
+        }
+        write!(out, "{}", setup::env_unsets(env))?;
+        return Ok(());
+    }
+    let token = if args.dry_run {
+        tokens.get(setup::ENV_CLIENT)?.map_or_else(
+            || "kh-<issued when run without --dry-run>".to_owned(),
+            |t| secrecy::ExposeSecret::expose_secret(&t).to_owned(),
+        )
+    } else {
+        secrecy::ExposeSecret::expose_secret(&tokens.issue(setup::ENV_CLIENT)?).to_owned()
+    };
+    write!(out, "{}", setup::env_exports(env, &token))?;
     Ok(())
 }
