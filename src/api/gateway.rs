@@ -35,14 +35,19 @@ fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-fn client_name(headers: &HeaderMap) -> String {
-    let ua = headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown");
-    ua.chars().take(120).collect()
-}
-
 async fn handle(state: ApiState, dialect: Inbound, headers: HeaderMap, body: Body) -> Response {
     let arrived = Instant::now();
     let id = new_request_id();
+    let (token_client, client) = crate::api::clients::identify(state.clients.as_ref(), &headers);
+    if state.require_client_token && token_client.is_none() {
+        let msg = "this gateway requires a Keyhaven client token (see `keyhaven setup`)";
+        return with_headers(
+            ApiError::new(dialect, ErrorKind::Authentication, msg).into_response(),
+            &id,
+            arrived,
+            None,
+        );
+    }
     let body = match axum::body::to_bytes(body, state.max_request_bytes).await {
         Ok(b) => b,
         Err(_) => {
@@ -64,7 +69,7 @@ async fn handle(state: ApiState, dialect: Inbound, headers: HeaderMap, body: Bod
     let ctx = CallContext {
         id: id.clone(),
         dialect: dialect.name(),
-        client: client_name(&headers),
+        client,
         request_body: Some(body),
         cancel: state.shutdown.child_token(),
     };

@@ -5,6 +5,7 @@
 //! [`error::ApiError`] is the one place that maps an error to a status and a body in the
 //! caller's dialect.
 
+mod clients;
 mod error;
 mod gateway;
 mod guard;
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::{get, post};
 
+pub use clients::{ClientDirectory, NoClients};
 pub use error::ApiError;
 pub use guard::GuardConfig;
 pub use inbound::Inbound;
@@ -29,6 +31,16 @@ pub struct ApiState {
     pub max_request_bytes: usize,
     /// Cancelled at engine shutdown; every call takes a child token.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// Client tokens issued by `keyhaven setup`.
+    pub clients: Arc<dyn ClientDirectory>,
+    /// Refuse calls that present no known client token.
+    pub require_client_token: bool,
+}
+
+impl std::fmt::Debug for dyn ClientDirectory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientDirectory")
+    }
 }
 
 /// The gateway router. Tests drive it with `oneshot` or a server on port 0.

@@ -2,6 +2,8 @@
 //! [`Engine`] owns the running engine (not `Clone`; consumed by [`Engine::shutdown`]);
 //! [`EngineHandle`] is the cheap handle for queries.
 
+mod clients;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,6 +15,7 @@ use crate::model::{CallFinish, CallStart};
 use crate::pricing::PriceTable;
 use crate::provider::{Ack, CallSink, Catalog, Gateway, GatewayOptions, NullSink};
 use crate::secrets::Secrets;
+use crate::setup::ClientTokens;
 use crate::store::{Store, StoreError, StoreOptions};
 use crate::task::Spawner;
 
@@ -119,11 +122,26 @@ impl Engine {
             tokio::net::TcpListener::bind(addr).await.map_err(|source| EngineError::Bind { addr, source })?;
         let addr = listener.local_addr().map_err(|source| EngineError::Bind { addr, source })?;
         let spawner = Spawner::new();
+        let data_dir = config.database_path.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+        let directory =
+            Arc::new(clients::TokenDirectory::new(ClientTokens::new(gateway.secrets().keyring().clone(), &data_dir)));
+        let d = directory.clone();
+        let _ = tokio::task::spawn_blocking(move || d.refresh()).await;
+        let d = directory.clone();
+        spawner.spawn(spawner.root_token().child_token(), async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                let d = d.clone();
+                let _ = tokio::task::spawn_blocking(move || d.refresh()).await;
+            }
+        });
         let state = ApiState {
             gateway: gateway.clone(),
             guard: Arc::new(GuardConfig::for_listener(addr)),
             max_request_bytes: server.max_request_bytes,
             shutdown: spawner.root_token().child_token(),
+            clients: directory,
+            require_client_token: server.require_client_token,
         };
         let token = spawner.root_token().clone();
         let app = api::router(state);

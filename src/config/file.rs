@@ -30,6 +30,8 @@ pub struct ServerConfig {
     /// Record every call in the database (usage, cost, history). Off only for measurements or
     /// strict privacy; nothing is then written.
     pub record_calls: bool,
+    /// Refuse gateway calls without a client token issued by `keyhaven setup`.
+    pub require_client_token: bool,
     pub capture_bodies: bool,
     pub body_capture_limit: usize,
     pub max_request_bytes: usize,
@@ -41,6 +43,7 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 4937)),
             record_calls: true,
+            require_client_token: false,
             capture_bodies: true,
             body_capture_limit: 64 * 1024,
             max_request_bytes: 32 * 1024 * 1024,

@@ -530,3 +530,52 @@ fn undo_without_a_record_is_refused() {
     let err = setup::undo(&fx.env, Client::Codex, &fx.tokens()).expect_err("refused");
     assert_eq!(err.kind(), "setup_not_routed");
 }
+
+/// A token issued by setup names the client in the call history, and a gateway that requires
+/// tokens refuses calls without one.
+#[tokio::test]
+async fn client_tokens_name_the_client_and_can_be_required() {
+    use std::sync::Arc;
+
+    use crate::support::fixtures::{Case, request, upstream_sse};
+    use crate::support::{Client as Dialect, MockUpstream, Reply, TestEngine, Up, config_text};
+    use keyhaven::secrets::MemoryKeyring;
+    use secrecy::ExposeSecret;
+
+    let mock = MockUpstream::start().await;
+    mock.push(Reply::sse(&upstream_sse(Up::Anthropic, Case::Text)));
+    let dir = tempfile::tempdir().expect("dir");
+    let keyring = Arc::new(MemoryKeyring::default());
+    let tokens = keyhaven::setup::ClientTokens::new(keyring.clone(), dir.path());
+    let token = tokens.issue("claude-code").expect("issue");
+    let config = config_text(&mock.url(), "require_client_token = true");
+    let engine = TestEngine::start_with_keyring(dir, &config, keyring).await;
+    let body = request(Dialect::Anthropic, "an-model", false, Case::Text);
+
+    let refused = engine.post(Dialect::Anthropic, &body).await;
+    assert_eq!(refused.status(), 401);
+    let wrong = engine
+        .http
+        .post(engine.url("/v1/messages"))
+        .header("content-type", "application/json")
+        .header("authorization", "Bearer kh-not-a-real-token")
+        .json(&body)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(wrong.status(), 401);
+    let ok = engine
+        .http
+        .post(engine.url("/v1/messages"))
+        .header("content-type", "application/json")
+        .header("authorization", format!("Bearer {}", token.expose_secret()))
+        .json(&body)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(ok.status(), 200);
+    let row = engine.only_call().await;
+    assert_eq!(row.summary.client, "claude-code");
+    assert_eq!(mock.seen().len(), 1, "refused calls never reached the upstream");
+    engine.stop().await;
+}

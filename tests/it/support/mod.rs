@@ -117,8 +117,12 @@ impl TestEngine {
     }
 
     pub async fn start_in(dir: tempfile::TempDir, config: &str) -> TestEngine {
+        TestEngine::start_with_keyring(dir, config, Arc::new(MemoryKeyring::default())).await
+    }
+
+    /// Starts with a given keyring (tests that issue client tokens first).
+    pub async fn start_with_keyring(dir: tempfile::TempDir, config: &str, keyring: Arc<MemoryKeyring>) -> TestEngine {
         let file = load_str("test.toml", config).expect("test config");
-        let keyring = Arc::new(MemoryKeyring::default());
         keyring.set("test-key", &SecretString::from(CANARY_KEY)).expect("key");
         let secrets = Secrets::new(keyring, Arc::new(|_| None));
         let config = EngineConfig {

@@ -1,0 +1,38 @@
+//! Which client made a call: a Keyhaven client token (issued by `keyhaven setup`) presented as
+//! `Authorization: Bearer kh-…` or `x-api-key: kh-…` names it; otherwise the User-Agent does.
+//! When the gateway requires tokens, a call without a known token is refused.
+
+use axum::http::{HeaderMap, header};
+
+/// Maps a presented client token to the client's name. Implemented by `app` over the setup
+/// module's token registry; lookups must not block (the implementation caches).
+pub trait ClientDirectory: Send + Sync {
+    fn client_for(&self, token: &str) -> Option<String>;
+}
+
+/// A directory with no tokens.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoClients;
+
+impl ClientDirectory for NoClients {
+    fn client_for(&self, _: &str) -> Option<String> {
+        None
+    }
+}
+
+/// The token a request presents, if any.
+pub fn presented_token(headers: &HeaderMap) -> Option<&str> {
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")));
+    bearer.or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok())).map(str::trim)
+}
+
+/// The client name for the call record: the token's client, else the User-Agent.
+pub fn identify(directory: &dyn ClientDirectory, headers: &HeaderMap) -> (Option<String>, String) {
+    let by_token = presented_token(headers).and_then(|t| directory.client_for(t));
+    let ua = headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown");
+    let name = by_token.clone().unwrap_or_else(|| ua.chars().take(120).collect());
+    (by_token, name)
+}
