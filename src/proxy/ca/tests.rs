@@ -1,0 +1,1 @@
+//! Unit tests of the local CA: parameters, custody, leaves, cache.

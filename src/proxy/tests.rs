@@ -1,0 +1,1 @@
+//! Unit tests of the proxy: allowlist matching, request heads, hop-by-hop headers.

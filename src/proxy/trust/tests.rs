@@ -1,0 +1,1 @@
+//! Unit tests of trust-store handling: golden command lines, parsers, Linux fixture installs.
