@@ -229,11 +229,7 @@ async fn start_proxy(
         &UpstreamOptions { overrides: config.upstream_overrides.clone(), ..UpstreamOptions::default() },
         spawner,
     )?;
-    let forward = upstream.clone();
-    let service = axum::Router::new().fallback(move |req: axum::extract::Request| {
-        let forward = forward.clone();
-        async move { forward.forward(req).await }
-    });
+    let service = crate::proxy::upstream::forward_router(upstream.clone());
     let deps = ProxyDeps {
         ca: Arc::new(ca),
         service,

@@ -1,7 +1,7 @@
 //! The intercept allowlist: the one source for both "which hosts are decrypted" and the local
 //! CA's name constraints, so the two cannot drift.
 
-use rcgen::{GeneralSubtree, NameConstraints};
+use rcgen::{CidrSubnet, GeneralSubtree, NameConstraints};
 
 /// Registrable domains whose traffic is decrypted, each with every subdomain.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,11 +41,16 @@ impl InterceptList {
         self.domains.iter().any(|d| host == *d || host.strip_suffix(d.as_str()).is_some_and(|p| p.ends_with('.')))
     }
 
-    /// The root's name constraints: a permitted DNS subtree per domain, nothing excluded.
+    /// The root's name constraints: a permitted DNS subtree per domain, and every IPv4 and IPv6
+    /// address excluded. (Constraints apply per name type: without the exclusions, a leaf with an
+    /// IP-address SAN would pass a DNS-only constraint.)
     pub fn name_constraints(&self) -> NameConstraints {
         NameConstraints {
             permitted_subtrees: self.domains.iter().map(|d| GeneralSubtree::DnsName(d.clone())).collect(),
-            excluded_subtrees: Vec::new(),
+            excluded_subtrees: vec![
+                GeneralSubtree::IpAddress(CidrSubnet::V4([0; 4], [0; 4])),
+                GeneralSubtree::IpAddress(CidrSubnet::V6([0; 16], [0; 16])),
+            ],
         }
     }
 }

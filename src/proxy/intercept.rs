@@ -227,11 +227,17 @@ where
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 let n = frame.data_ref().map_or(0, |d| d.len() as u64);
+                // hyper stops polling once `is_end_stream` is true, so the end may never be
+                // reported as `None`.
+                let ended = self.inner.is_end_stream();
                 match &mut self.count {
                     CountInto::Request(m) => {
                         m.bytes_in.fetch_add(n, Ordering::Relaxed);
                     }
-                    CountInto::Response(t) => t.bytes_out += n,
+                    CountInto::Response(t) => {
+                        t.bytes_out += n;
+                        t.complete |= ended;
+                    }
                 }
             }
             Poll::Ready(None) => {

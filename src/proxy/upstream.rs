@@ -145,6 +145,15 @@ impl Upstream {
     }
 }
 
+/// A router that forwards every request to the official host: what `app` passes as the proxy's
+/// service until the Cursor handlers exist. More specific routes can be merged in front of it.
+pub fn forward_router(upstream: Upstream) -> axum::Router {
+    axum::Router::new().fallback(move |req: axum::extract::Request| {
+        let upstream = upstream.clone();
+        async move { upstream.forward(req).await }
+    })
+}
+
 fn bad_gateway(uri: &Uri) -> Response<Body> {
     let mut resp = Response::new(Body::from(format!(
         "keyhaven: could not reach {}\n",

@@ -1,0 +1,741 @@
+//! The intercepting proxy and the local CA end to end: real clients (curl, rustls, hyper, Node,
+//! OpenSSL, NSS) against a proxy on 127.0.0.1:0 whose "official host" is a local rustls server
+//! reached through the test-only upstream override.
+//!
+//! External tools are skipped with a message when missing, unless `KEYHAVEN_REQUIRE_TOOLS` is
+//! set (CI sets it), in which case a missing tool fails the test.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::routing::any;
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use keyhaven::config::{RoutingMode, UpstreamOverrides};
+use keyhaven::proxy::ca::{CaPaths, KEYRING_ENTRY, LocalCa};
+use keyhaven::proxy::upstream::{Upstream, UpstreamOptions, forward_router};
+use keyhaven::proxy::{
+    self, InterceptList, InterceptRecord, InterceptSink, ModeSwitch, ProxyDeps, ProxyHandle, ProxyOptions,
+};
+use keyhaven::secrets::{Keyring, MemoryKeyring};
+use keyhaven::task::Spawner;
+use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use secrecy::ExposeSecret;
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const TIMEOUT: Duration = Duration::from_secs(20);
+
+// ---------------------------------------------------------------------------------------------
+// Tools
+
+#[expect(clippy::print_stderr, reason = "a skipped external check must say so")]
+fn skip(what: &str) {
+    eprintln!("SKIPPED: {what}");
+}
+
+fn find_tool(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+/// Whether `name` may be used; panics when it is missing and tools are required.
+fn have_tool(name: &str, package: &str) -> bool {
+    if find_tool(name).is_some() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("KEYHAVEN_REQUIRE_TOOLS").is_none(),
+        "`{name}` is required (KEYHAVEN_REQUIRE_TOOLS is set): install the Debian package `{package}`"
+    );
+    skip(&format!("`{name}` not found (Debian package `{package}`); set KEYHAVEN_REQUIRE_TOOLS to make this fatal"));
+    false
+}
+
+struct Out {
+    ok: bool,
+    stdout: Vec<u8>,
+    stderr: String,
+}
+
+fn run_tool(cmd: &mut Command) -> Out {
+    let out = cmd.output().expect("tool starts");
+    Out { ok: out.status.success(), stdout: out.stdout, stderr: String::from_utf8_lossy(&out.stderr).into_owned() }
+}
+
+async fn run_blocking(mut cmd: Command) -> Out {
+    tokio::task::spawn_blocking(move || run_tool(&mut cmd)).await.expect("tool task")
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| u8::try_from((i * 31 + i / 977) % 251).expect("byte")).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The test "official host": a rustls + hyper server with its own (unconstrained) test CA.
+
+struct TestPki {
+    ca_pem: String,
+    ca_der: CertificateDer<'static>,
+    leaf_der: CertificateDer<'static>,
+    leaf_key: PrivatePkcs8KeyDer<'static>,
+}
+
+fn test_pki() -> TestPki {
+    let ca_key = KeyPair::generate().expect("key");
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(rcgen::DnType::CommonName, "Test Upstream CA");
+    let ca_cert = ca_params.self_signed(&ca_key).expect("ca");
+    let issuer = Issuer::new(ca_params, ca_key);
+    let leaf_key = KeyPair::generate().expect("key");
+    let mut leaf =
+        CertificateParams::new(vec!["api2.cursor.sh".to_owned(), "api3.cursor.sh".to_owned(), "localhost".to_owned()])
+            .expect("params");
+    leaf.use_authority_key_identifier_extension = true;
+    let leaf_cert = leaf.signed_by(&leaf_key, &issuer).expect("leaf");
+    TestPki {
+        ca_pem: ca_cert.pem(),
+        ca_der: ca_cert.der().clone(),
+        leaf_der: leaf_cert.der().clone(),
+        leaf_key: PrivatePkcs8KeyDer::from(leaf_key.serialize_der()),
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Seen {
+    path: String,
+    version: http::Version,
+    headers: http::HeaderMap,
+}
+
+#[derive(Clone, Default)]
+struct UpState {
+    seen: Arc<Mutex<Vec<Seen>>>,
+    /// When a `/hang` response body was dropped (the proxy let go of the stream).
+    hang_closed: Arc<Mutex<Option<Instant>>>,
+}
+
+struct TestUpstream {
+    addr: SocketAddr,
+    state: UpState,
+}
+
+type UpBody = http_body_util::combinators::BoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
+
+async fn upstream_handle(state: UpState, req: Request<Incoming>) -> Response<UpBody> {
+    state.seen.lock().expect("seen").push(Seen {
+        path: req.uri().path().to_owned(),
+        version: req.version(),
+        headers: req.headers().clone(),
+    });
+    let path = req.uri().path().to_owned();
+    let ok = |body: UpBody| Response::builder().status(200).header("x-upstream", "yes").body(body).expect("response");
+    if path == "/echo" {
+        // Full duplex: the response streams the request body back as it arrives.
+        return ok(req.into_body().map_err(|e| Box::new(e) as _).boxed());
+    }
+    if let Some(n) = path.strip_prefix("/big/") {
+        let n: usize = n.parse().expect("size");
+        let data = pattern(n);
+        let chunks: Vec<Result<Frame<Bytes>, Box<dyn std::error::Error + Send + Sync>>> =
+            data.chunks(64 * 1024).map(|c| Ok(Frame::data(Bytes::copy_from_slice(c)))).collect();
+        return ok(StreamBody::new(futures::stream::iter(chunks)).boxed());
+    }
+    if path == "/hang" {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Box<dyn std::error::Error + Send + Sync>>>(1);
+        let closed = state.hang_closed.clone();
+        tokio::spawn(async move {
+            loop {
+                if tx.send(Ok(Frame::data(Bytes::from_static(b"tick\n")))).await.is_err() {
+                    *closed.lock().expect("closed") = Some(Instant::now());
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) });
+        return ok(StreamBody::new(stream).boxed());
+    }
+    ok(Full::new(Bytes::from(format!("upstream:{path}"))).map_err(|e| match e {}).boxed())
+}
+
+fn server_tls(pki: &TestPki) -> Arc<rustls::ServerConfig> {
+    let mut cfg = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(vec![pki.leaf_der.clone()], PrivateKeyDer::Pkcs8(pki.leaf_key.clone_key()))
+        .expect("cert");
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Arc::new(cfg)
+}
+
+async fn start_upstream(pki: &TestPki) -> TestUpstream {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let acceptor = tokio_rustls::TlsAcceptor::from(server_tls(pki));
+    let state = UpState::default();
+    let st = state.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else { return };
+            let acceptor = acceptor.clone();
+            let st = st.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else { return };
+                let svc = hyper::service::service_fn(move |req| {
+                    let st = st.clone();
+                    async move { Ok::<_, Infallible>(upstream_handle(st, req).await) }
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), svc)
+                    .await;
+            });
+        }
+    });
+    TestUpstream { addr, state }
+}
+
+/// A TLS echo server (raw bytes), for the tunnel test.
+async fn start_tls_echo(pki: &TestPki) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let mut cfg = (*server_tls(pki)).clone();
+    cfg.alpn_protocols.clear();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else { return };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else { return };
+                let (mut r, mut w) = tokio::io::split(tls);
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+                let _ = w.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+// ---------------------------------------------------------------------------------------------
+// The proxy under test
+
+#[derive(Default)]
+struct Records(Mutex<Vec<InterceptRecord>>);
+
+impl InterceptSink for Records {
+    fn record(&self, record: InterceptRecord) {
+        self.0.lock().expect("records").push(record);
+    }
+}
+
+struct Harness {
+    dir: tempfile::TempDir,
+    spawner: Spawner,
+    proxy: ProxyHandle,
+    mode: ModeSwitch,
+    ca: Arc<LocalCa>,
+    keyring: Arc<MemoryKeyring>,
+    records: Arc<Records>,
+    up: TestUpstream,
+    pki: TestPki,
+    /// The proxy CA's certificate file.
+    ca_file: PathBuf,
+    /// The test upstream CA's certificate file.
+    up_ca_file: PathBuf,
+}
+
+async fn harness() -> Harness {
+    let pki = test_pki();
+    let up = start_upstream(&pki).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keyring = Arc::new(MemoryKeyring::default());
+    let intercept = InterceptList::new(["cursor.sh", "cursor.com"]);
+    let paths = CaPaths::new(dir.path().join("ca"));
+    let ca =
+        Arc::new(LocalCa::create(&paths, keyring.as_ref(), &intercept, time::OffsetDateTime::now_utc()).expect("ca"));
+    let spawner = Spawner::new();
+    let mut hosts = HashMap::new();
+    for h in ["api2.cursor.sh", "api3.cursor.sh"] {
+        hosts.insert(h.to_owned(), up.addr);
+    }
+    let upstream = Upstream::new(
+        &UpstreamOptions {
+            overrides: UpstreamOverrides { hosts, extra_roots_der: vec![pki.ca_der.to_vec()] },
+            connect_timeout: Duration::from_secs(5),
+            pool_idle: Duration::from_millis(200),
+        },
+        &spawner,
+    )
+    .expect("upstream");
+    let service = forward_router(upstream.clone())
+        .route("/local", any(|| async { "local" }))
+        .route("/auth/full_stripe_profile", any(|| async { "forged" }));
+    let records = Arc::new(Records::default());
+    let mode = ModeSwitch::new(RoutingMode::Hybrid);
+    let deps = ProxyDeps {
+        ca: ca.clone(),
+        service,
+        upstream,
+        mode: mode.clone(),
+        sink: records.clone(),
+        spawner: spawner.clone(),
+    };
+    let proxy = proxy::start(ProxyOptions::new("127.0.0.1:0".parse().expect("addr")), deps).await.expect("proxy");
+    let ca_file = paths.cert();
+    let up_ca_file = dir.path().join("upstream-ca.pem");
+    std::fs::write(&up_ca_file, &pki.ca_pem).expect("write");
+    Harness { dir, spawner, proxy, mode, ca, keyring, records, up, pki, ca_file, up_ca_file }
+}
+
+impl Harness {
+    fn proxy_url(&self) -> String {
+        format!("http://{}", self.proxy.addr)
+    }
+
+    fn curl(&self, extra: &[&str]) -> Command {
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sS", "--max-time", "20", "--proxy", &self.proxy_url()]);
+        cmd.args(extra);
+        cmd
+    }
+
+    /// Waits until the spawner runs at most `n` tasks.
+    async fn settle_to(&self, n: usize) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.spawner.len() > n && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.spawner.len()
+    }
+
+    fn records(&self) -> Vec<InterceptRecord> {
+        self.records.0.lock().expect("records").clone()
+    }
+
+    /// CONNECT through the proxy, then a TLS client trusting `root` with SNI `sni`.
+    async fn tls_via_proxy(
+        &self,
+        connect: &str,
+        sni: &str,
+        root: &CertificateDer<'static>,
+        alpn: &[&[u8]],
+    ) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+        let tcp = connect_via_proxy(self.proxy.addr, connect).await?;
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(root.clone()).expect("root");
+        let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        let name = ServerName::try_from(sni.to_owned()).expect("name");
+        tcp.set_nodelay(true)?;
+        tokio_rustls::TlsConnector::from(Arc::new(cfg)).connect(name, tcp).await
+    }
+}
+
+/// Sends `CONNECT target` and reads the proxy's answer; `Err` unless it is 200.
+async fn connect_via_proxy(proxy: SocketAddr, target: &str) -> std::io::Result<TcpStream> {
+    let mut tcp = TcpStream::connect(proxy).await?;
+    tcp.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes()).await?;
+    let head = read_head(&mut tcp).await?;
+    if !head.starts_with("HTTP/1.1 200") {
+        return Err(std::io::Error::other(head));
+    }
+    Ok(tcp)
+}
+
+/// Reads up to the end of a response head, byte by byte (so nothing after it is consumed).
+async fn read_head(tcp: &mut TcpStream) -> std::io::Result<String> {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if tcp.read(&mut b).await? == 0 {
+            break;
+        }
+        head.push(b[0]);
+    }
+    Ok(String::from_utf8_lossy(&head).into_owned())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Through the proxy with curl
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_serves_intercepted_host_over_http1_and_http2_with_curl() {
+    if !have_tool("curl", "curl") {
+        return;
+    }
+    let h = harness().await;
+    let body = pattern(3 * 1024 * 1024 + 17);
+    let body_file = h.dir.path().join("body.bin");
+    std::fs::write(&body_file, &body).expect("write");
+    for (flag, version) in [("--http1.1", "1.1"), ("--http2", "2")] {
+        let out_file = h.dir.path().join(format!("out-{version}.bin"));
+        let cmd = h.curl(&[
+            flag,
+            "--cacert",
+            h.ca_file.to_str().expect("path"),
+            "-H",
+            "x-cursor-checksum: abc123/def",
+            "-H",
+            "authorization: Bearer tok-1",
+            "-H",
+            "connection: keep-alive, x-hop",
+            "-H",
+            "x-hop: must-not-pass",
+            "-H",
+            "content-type: application/octet-stream",
+            "--data-binary",
+            &format!("@{}", body_file.display()),
+            "-o",
+            out_file.to_str().expect("path"),
+            "-w",
+            "%{http_code} %{http_version}",
+            "https://api2.cursor.sh/echo",
+        ]);
+        let out = run_blocking(cmd).await;
+        assert!(out.ok, "curl {flag} failed: {}", out.stderr);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), format!("200 {version}"), "status and HTTP version");
+        let echoed = std::fs::read(&out_file).expect("read");
+        assert_eq!(sha256(&echoed), sha256(&body), "the body streamed through unchanged both ways ({flag})");
+    }
+    // The official host saw the end-to-end headers unchanged, no hop-by-hop ones, over HTTP/2.
+    let seen = h.up.state.seen.lock().expect("seen").clone();
+    assert_eq!(seen.len(), 2);
+    // Over h1 the client's `Connection: keep-alive, x-hop` names x-hop as hop-by-hop; over h2
+    // curl cannot send `Connection` at all, so x-hop is an ordinary header there.
+    assert!(seen[0].headers.get("x-hop").is_none(), "a header named in Connection is dropped");
+    for s in &seen {
+        assert_eq!(s.path, "/echo");
+        assert_eq!(s.version, http::Version::HTTP_2, "the upstream leg keeps HTTP/2");
+        assert_eq!(s.headers.get("x-cursor-checksum").expect("checksum"), "abc123/def");
+        assert_eq!(s.headers.get("authorization").expect("auth"), "Bearer tok-1");
+        assert!(s.headers.get("connection").is_none());
+        assert!(s.headers.get("proxy-connection").is_none());
+    }
+    // Large download.
+    let out_file = h.dir.path().join("big.bin");
+    let out = run_blocking(h.curl(&[
+        "--http2",
+        "--cacert",
+        h.ca_file.to_str().expect("path"),
+        "-o",
+        out_file.to_str().expect("path"),
+        "https://api2.cursor.sh/big/5000000",
+    ]))
+    .await;
+    assert!(out.ok, "{}", out.stderr);
+    assert_eq!(sha256(&std::fs::read(&out_file).expect("read")), sha256(&pattern(5_000_000)));
+    // Every exchange reached the call log.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let records = h.records();
+    let echo: Vec<_> = records.iter().filter(|r| r.path == "/echo").collect();
+    assert_eq!(echo.len(), 2, "{records:?}");
+    for r in echo {
+        assert_eq!((r.method.as_str(), r.host.as_str(), r.status), ("POST", "api2.cursor.sh", 200));
+        assert_eq!(r.bytes_in, body.len() as u64);
+        assert_eq!(r.bytes_out, body.len() as u64);
+        assert!(r.complete);
+    }
+    assert!(records.iter().any(|r| r.path == "/big/5000000" && r.bytes_out == 5_000_000));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_tunnels_unlisted_host_untouched() {
+    let h = harness().await;
+    let echo = start_tls_echo(&h.pki).await;
+    // The client trusts only the upstream's own CA: it must see the upstream's own certificate.
+    let mut tls = h
+        .tls_via_proxy(&format!("localhost:{}", echo.port()), "localhost", &h.pki.ca_der, &[])
+        .await
+        .expect("tunnelled TLS handshake with the real server");
+    let peer = tls.get_ref().1.peer_certificates().expect("peer certs")[0].clone();
+    assert_eq!(peer, h.pki.leaf_der, "the client sees the origin's certificate, not a Keyhaven leaf");
+    let data = pattern(1024 * 1024 + 3);
+    let (mut r, mut w) = tokio::io::split(&mut tls);
+    let send = async {
+        w.write_all(&data).await.expect("write");
+        w.flush().await.expect("flush");
+    };
+    let mut back = vec![0u8; data.len()];
+    let recv = async { r.read_exact(&mut back).await.expect("read") };
+    tokio::time::timeout(TIMEOUT, async { tokio::join!(send, recv) }).await.expect("echo in time");
+    assert_eq!(sha256(&back), sha256(&data), "tunnelled bytes are identical");
+    drop(tls);
+    assert_eq!(h.ca.cached_leaves(), 0, "no leaf was minted for a tunnelled host");
+    assert!(h.records().is_empty(), "tunnels are not intercepted exchanges");
+
+    if have_tool("curl", "curl") {
+        let up_port = h.up.addr.port();
+        let out = run_blocking(h.curl(&[
+            "--cacert",
+            h.up_ca_file.to_str().expect("path"),
+            &format!("https://localhost:{up_port}/hello"),
+        ]))
+        .await;
+        assert!(out.ok, "{}", out.stderr);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "upstream:/hello");
+        // With only the Keyhaven CA trusted, an off-list host fails: the proxy did not decrypt it.
+        let out = run_blocking(h.curl(&[
+            "--cacert",
+            h.ca_file.to_str().expect("path"),
+            &format!("https://localhost:{up_port}/hello"),
+        ]))
+        .await;
+        assert!(!out.ok, "an off-list host is never signed by the Keyhaven CA");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_answers_421_when_authority_differs_from_sni() {
+    let h = harness().await;
+    if have_tool("curl", "curl") {
+        for flag in ["--http1.1", "--http2"] {
+            let out = run_blocking(h.curl(&[
+                flag,
+                "--cacert",
+                h.ca_file.to_str().expect("path"),
+                "-H",
+                "Host: api3.cursor.sh",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "https://api2.cursor.sh/echo",
+            ]))
+            .await;
+            assert_eq!(String::from_utf8_lossy(&out.stdout), "421", "{flag}: {}", out.stderr);
+        }
+    }
+    // CONNECT to one allowlisted host, SNI for another: closed without a certificate.
+    let r = h.tls_via_proxy("api2.cursor.sh:443", "api3.cursor.sh", h.ca.cert_der(), &[]).await;
+    assert!(r.is_err(), "SNI that differs from the CONNECT host is never terminated");
+    assert!(h.up.state.seen.lock().expect("seen").is_empty(), "nothing reached the upstream");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_switches_mode_at_runtime_without_dropping_the_connection() {
+    let h = harness().await;
+    let tls = h.tls_via_proxy("api2.cursor.sh:443", "api2.cursor.sh", h.ca.cert_der(), &[b"h2"]).await.expect("tls");
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (mut send, conn) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls)).await.expect("h2");
+    tokio::spawn(conn);
+    let get = |path: &str| {
+        Request::get(format!("https://api2.cursor.sh{path}")).body(Empty::<Bytes>::new()).expect("request")
+    };
+    let text = |resp: Response<Incoming>| async move {
+        String::from_utf8(resp.into_body().collect().await.expect("body").to_bytes().to_vec()).expect("utf8")
+    };
+    assert_eq!(text(send.send_request(get("/local")).await.expect("local")).await, "local");
+    // Account calls never reach the engine's service, whatever the mode.
+    assert_eq!(
+        text(send.send_request(get("/auth/full_stripe_profile")).await.expect("auth")).await,
+        "upstream:/auth/full_stripe_profile"
+    );
+    h.mode.set(RoutingMode::Upstream);
+    assert_eq!(h.proxy.mode.get(), RoutingMode::Upstream, "the handle shares the switch");
+    assert_eq!(text(send.send_request(get("/local")).await.expect("same connection")).await, "upstream:/local");
+    h.mode.set(RoutingMode::Local);
+    assert_eq!(text(send.send_request(get("/local")).await.expect("same connection")).await, "local");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bad input
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_survives_bad_input_and_leaks_no_task() {
+    let h = harness().await;
+    let baseline = h.spawner.len();
+    assert_eq!(baseline, 1, "only the accept loop runs");
+
+    // Garbage before CONNECT.
+    let mut tcp = TcpStream::connect(h.proxy.addr).await.expect("connect");
+    tcp.write_all(b"\x16\x03\x01\x02\x00garbage\r\n\r\n").await.expect("write");
+    let mut resp = String::new();
+    tcp.read_to_string(&mut resp).await.expect("read");
+    assert!(resp.starts_with("HTTP/1.1 400"), "{resp}");
+
+    // A head that never ends is cut off at the size limit.
+    let mut tcp = TcpStream::connect(h.proxy.addr).await.expect("connect");
+    let _ = tcp.write_all(&vec![b'a'; 40 * 1024]).await;
+    let mut resp = Vec::new();
+    let _ = tcp.read_to_end(&mut resp).await;
+    assert!(resp.is_empty() || resp.starts_with(b"HTTP/1.1 4"), "{}", String::from_utf8_lossy(&resp));
+
+    // CONNECT to a closed port.
+    let closed = TcpListener::bind("127.0.0.1:0").await.expect("bind").local_addr().expect("addr");
+    let err = connect_via_proxy(h.proxy.addr, &format!("127.0.0.1:{}", closed.port())).await.expect_err("refused");
+    assert!(err.to_string().starts_with("HTTP/1.1 502"), "{err}");
+
+    // CONNECT without a port.
+    let err = connect_via_proxy(h.proxy.addr, "api2.cursor.sh").await.expect_err("no port");
+    assert!(err.to_string().starts_with("HTTP/1.1 400"), "{err}");
+
+    // TLS handshake failure: garbage after an intercepted CONNECT.
+    let mut tcp = connect_via_proxy(h.proxy.addr, "api2.cursor.sh:443").await.expect("connect");
+    tcp.write_all(b"this is not a ClientHello at all\r\n\r\n").await.expect("write");
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(TIMEOUT, tcp.read_to_end(&mut rest)).await.expect("closed in time");
+
+    // A client that trusts the wrong root aborts the handshake.
+    assert!(h.tls_via_proxy("api2.cursor.sh:443", "api2.cursor.sh", &h.pki.ca_der, &[]).await.is_err());
+
+    // A client that goes away mid-stream: the upstream sees the close promptly.
+    for alpn in [&b"http/1.1"[..], &b"h2"[..]] {
+        *h.up.state.hang_closed.lock().expect("lock") = None;
+        let tls = h.tls_via_proxy("api2.cursor.sh:443", "api2.cursor.sh", h.ca.cert_der(), &[alpn]).await.expect("tls");
+        let mut body = if alpn == b"h2" {
+            let (mut send, conn) =
+                hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls)).await.expect("h2");
+            let conn = tokio::spawn(conn);
+            let req = Request::get("https://api2.cursor.sh/hang").body(Empty::<Bytes>::new()).expect("req");
+            let resp = send.send_request(req).await.expect("response");
+            assert_eq!(resp.status(), StatusCode::OK);
+            let mut body = resp.into_body();
+            body.frame().await.expect("a frame").expect("data");
+            drop(body);
+            drop(send);
+            conn.abort();
+            None
+        } else {
+            let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.expect("h1");
+            let conn = tokio::spawn(conn);
+            let req = Request::get("/hang").header("host", "api2.cursor.sh").body(Empty::<Bytes>::new()).expect("req");
+            let resp = send.send_request(req).await.expect("response");
+            let mut body = resp.into_body();
+            body.frame().await.expect("a frame").expect("data");
+            Some((body, conn, send))
+        };
+        let dropped_at = Instant::now();
+        if let Some((b, conn, s)) = body.take() {
+            drop(b);
+            drop(s);
+            conn.abort();
+        }
+        let mut closed = None;
+        while dropped_at.elapsed() < Duration::from_secs(2) {
+            closed = *h.up.state.hang_closed.lock().expect("lock");
+            if closed.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let closed = closed.expect("the upstream stream was closed");
+        let lag = closed.saturating_duration_since(dropped_at);
+        assert!(lag < Duration::from_millis(250), "upstream saw the close after {lag:?}");
+    }
+
+    // No panic took the listener down, and every connection task ended (the upstream pool's
+    // idle connections and its idle timer expire too).
+    let left = h.settle_to(baseline + 1).await;
+    assert!(left <= baseline + 1, "{left} tasks left, baseline {baseline}");
+    assert!(h.tls_via_proxy("api2.cursor.sh:443", "api2.cursor.sh", h.ca.cert_der(), &[]).await.is_ok());
+    let hangs: Vec<_> = h.records().into_iter().filter(|r| r.path == "/hang").collect();
+    assert_eq!(hangs.len(), 2);
+    assert!(hangs.iter().all(|r| !r.complete && r.bytes_out > 0), "{hangs:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_http_absolute_uri_is_passed_through() {
+    let h = harness().await;
+    let origin = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = origin.local_addr().expect("addr").port();
+    let server = tokio::spawn(async move {
+        let (mut s, _) = origin.accept().await.expect("accept");
+        let mut buf = vec![0u8; 4096];
+        let n = s.read(&mut buf).await.expect("read");
+        let req = String::from_utf8_lossy(&buf[..n]).into_owned();
+        s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nplain").await.expect("write");
+        req
+    });
+    let mut tcp = TcpStream::connect(h.proxy.addr).await.expect("connect");
+    tcp.write_all(
+        format!("GET http://127.0.0.1:{port}/p?q=1 HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nProxy-Connection: keep-alive\r\n\r\n")
+            .as_bytes(),
+    )
+    .await
+    .expect("write");
+    let mut resp = String::new();
+    tcp.read_to_string(&mut resp).await.expect("read");
+    assert!(resp.starts_with("HTTP/1.1 200") && resp.ends_with("plain"), "{resp}");
+    let seen = server.await.expect("origin");
+    assert!(seen.starts_with("GET /p?q=1 HTTP/1.1\r\n"), "origin-form on the way out: {seen}");
+    assert!(!seen.to_ascii_lowercase().contains("proxy-connection"), "{seen}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Key custody
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ca_private_key_is_nowhere_on_disk_when_a_keyring_exists() {
+    let h = harness().await;
+    // Use the proxy once, so leaves are minted and any cache would be written.
+    let _ = h.tls_via_proxy("api2.cursor.sh:443", "api2.cursor.sh", h.ca.cert_der(), &[]).await.expect("tls");
+    let pem = h.keyring.get(KEYRING_ENTRY).expect("keyring").expect("the key is in the keyring");
+    let key = KeyPair::from_pem(pem.expose_secret()).expect("key");
+    let der = key.serialize_der();
+    let needles: Vec<Vec<u8>> = vec![
+        der.clone(),
+        pem.expose_secret().as_bytes().to_vec(),
+        // The base64 body of the PEM, in case of a re-wrapped copy.
+        pem.expose_secret().lines().filter(|l| !l.starts_with("-----")).collect::<String>().into_bytes(),
+    ];
+    let mut hits = Vec::new();
+    scan(h.dir.path(), &needles, &mut hits);
+    assert!(hits.is_empty(), "root key bytes found on disk: {hits:?}");
+    assert!(!CaPaths::new(h.dir.path().join("ca")).key_file().exists());
+}
+
+fn scan(dir: &Path, needles: &[Vec<u8>], hits: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read_dir").flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            scan(&p, needles, hits);
+        } else if let Ok(bytes) = std::fs::read(&p)
+            && needles.iter().any(|n| !n.is_empty() && bytes.windows(n.len()).any(|w| w == n.as_slice()))
+        {
+            hits.push(p);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn engine_starts_the_proxy_next_to_the_gateway() {
+    let mock = crate::support::MockUpstream::start().await;
+    let te = crate::support::TestEngine::start(&mock).await;
+    let proxy = te.handle.proxy.clone().expect("the proxy is on by default");
+    assert!(proxy.addr.ip().is_loopback());
+    assert_ne!(proxy.addr, te.handle.addr);
+    assert_eq!(proxy.mode.get(), RoutingMode::Hybrid);
+    assert!(te.dir.path().join("ca").join(keyhaven::proxy::ca::CERT_FILE).exists());
+    // Tunnels work through the engine's proxy.
+    let target = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = target.local_addr().expect("addr").port();
+    let mut tcp = connect_via_proxy(proxy.addr, &format!("127.0.0.1:{port}")).await.expect("tunnel");
+    let (mut inner, _) = target.accept().await.expect("accept");
+    tcp.write_all(b"ping").await.expect("write");
+    let mut buf = [0u8; 4];
+    inner.read_exact(&mut buf).await.expect("read");
+    assert_eq!(&buf, b"ping");
+    te.stop().await;
+}
