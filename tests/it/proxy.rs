@@ -28,7 +28,7 @@ use keyhaven::proxy::{
 use keyhaven::secrets::{Keyring, MemoryKeyring};
 use keyhaven::task::Spawner;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
 use secrecy::ExposeSecret;
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -738,4 +738,289 @@ async fn engine_starts_the_proxy_next_to_the_gateway() {
     inner.read_exact(&mut buf).await.expect("read");
     assert_eq!(&buf, b"ping");
     te.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CA-1: the name-constraint matrix, with the production root
+
+/// Names the real code path issues leaves for.
+const ALLOWED: [&str; 5] =
+    ["cursor.sh", "api2.cursor.sh", "agentn.global.api5.cursor.sh", "cursor.com", "www.cursor.com"];
+/// Names it refuses; leaves for them are forged below with the root key, as a thief would.
+const OFF_LIST: [&str; 8] = [
+    "example.com",
+    "evilcursor.sh",
+    "cursor.sh.evil.com",
+    "127.0.0.1",
+    "cursor.shx",
+    "api2.cursor.sh.example",
+    "*.example.com",
+    "api.openai.com",
+];
+
+struct Case {
+    name: String,
+    /// Which root signed it: "keyhaven" or "control".
+    root: &'static str,
+    cert_pem: String,
+    key_pem: String,
+    cert_der: CertificateDer<'static>,
+    expect_ok: bool,
+}
+
+/// The host name a client asks for when checking `name` (a wildcard is checked with a name it
+/// covers).
+fn client_name(name: &str) -> String {
+    name.strip_prefix("*.").map_or(name.to_owned(), |rest| format!("anything.{rest}"))
+}
+
+fn forged_leaf(
+    name: &str,
+    issuer: &Issuer<'_, KeyPair>,
+    now: time::OffsetDateTime,
+) -> (String, String, CertificateDer<'static>) {
+    let mut params = keyhaven::proxy::ca::leaf_params("placeholder.cursor.sh", now).expect("params");
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params.distinguished_name.push(rcgen::DnType::CommonName, name);
+    params.subject_alt_names = match name.parse::<std::net::IpAddr>() {
+        Ok(ip) => vec![rcgen::SanType::IpAddress(ip)],
+        Err(_) => vec![rcgen::SanType::DnsName(name.to_owned().try_into().expect("ia5"))],
+    };
+    let key = KeyPair::generate().expect("key");
+    let cert = params.signed_by(&key, issuer).expect("sign");
+    (cert.pem(), key.serialize_pem(), cert.der().clone())
+}
+
+struct Matrix {
+    dir: tempfile::TempDir,
+    root_pem: String,
+    root_der: CertificateDer<'static>,
+    control_pem: String,
+    control_der: CertificateDer<'static>,
+    cases: Vec<Case>,
+}
+
+fn matrix() -> Matrix {
+    let now = time::OffsetDateTime::now_utc();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let keyring = MemoryKeyring::default();
+    let intercept = InterceptList::new(["cursor.sh", "cursor.com"]);
+    let ca = LocalCa::create(&CaPaths::new(dir.path().join("ca")), &keyring, &intercept, now).expect("ca");
+    let mut cases = Vec::new();
+    for name in ALLOWED {
+        let leaf = ca.issue_leaf(name, now).expect("allowlisted leaf");
+        let key = KeyPair::try_from(&leaf.key_der).expect("key");
+        let cert_pem = pem_encode("CERTIFICATE", leaf.cert_der.as_ref());
+        cases.push(Case {
+            name: name.into(),
+            root: "keyhaven",
+            cert_pem,
+            key_pem: key.serialize_pem(),
+            cert_der: leaf.cert_der,
+            expect_ok: true,
+        });
+    }
+    // The real code path refuses every off-list name.
+    for name in OFF_LIST {
+        let err = ca.issue_leaf(name, now).expect_err("off-list names get no leaf");
+        assert_eq!(err.kind(), "ca_host_not_allowed", "{name}");
+    }
+    // A thief with the root key signs them anyway.
+    let key = KeyPair::from_pem(keyring.get(KEYRING_ENTRY).expect("get").expect("key").expose_secret()).expect("key");
+    let leaked = Issuer::from_ca_cert_pem(ca.cert_pem(), key).expect("issuer");
+    // The control: the same root parameters without the name constraint.
+    let mut control_params =
+        keyhaven::proxy::ca::root_params(&intercept, now, keyhaven::proxy::ca::random_serial()).expect("params");
+    control_params.name_constraints = None;
+    let control_key = KeyPair::generate().expect("key");
+    let control_cert = control_params.self_signed(&control_key).expect("control");
+    let control = Issuer::new(control_params, control_key);
+    for name in OFF_LIST {
+        let (cert_pem, key_pem, cert_der) = forged_leaf(name, &leaked, now);
+        cases.push(Case { name: name.into(), root: "keyhaven", cert_pem, key_pem, cert_der, expect_ok: false });
+        let (cert_pem, key_pem, cert_der) = forged_leaf(name, &control, now);
+        cases.push(Case { name: name.into(), root: "control", cert_pem, key_pem, cert_der, expect_ok: true });
+    }
+    Matrix {
+        dir,
+        root_pem: ca.cert_pem().to_owned(),
+        root_der: ca.cert_der().clone(),
+        control_pem: control_cert.pem(),
+        control_der: control_cert.der().clone(),
+        cases,
+    }
+}
+
+fn pem_encode(label: &str, der: &[u8]) -> String {
+    const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut b64 = String::new();
+    for chunk in der.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |acc, (i, b)| acc | (u32::from(*b) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                b64.push(char::from(B64[usize::try_from((n >> (18 - 6 * i)) & 63).expect("index")]));
+            } else {
+                b64.push('=');
+            }
+        }
+    }
+    let lines: Vec<&str> = b64.as_bytes().chunks(64).map(|c| std::str::from_utf8(c).expect("ascii")).collect();
+    format!("-----BEGIN {label}-----\n{}\n-----END {label}-----\n", lines.join("\n"))
+}
+
+impl Matrix {
+    fn root_der(&self, case: &Case) -> &CertificateDer<'static> {
+        if case.root == "control" { &self.control_der } else { &self.root_der }
+    }
+
+    fn write(&self) -> Vec<(PathBuf, PathBuf, PathBuf)> {
+        let root = self.dir.path().join("root.pem");
+        let control = self.dir.path().join("control.pem");
+        std::fs::write(&root, &self.root_pem).expect("write");
+        std::fs::write(&control, &self.control_pem).expect("write");
+        self.cases
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let cert = self.dir.path().join(format!("leaf-{i}.pem"));
+                let key = self.dir.path().join(format!("leaf-{i}.key"));
+                std::fs::write(&cert, &c.cert_pem).expect("write");
+                std::fs::write(&key, &c.key_pem).expect("write");
+                (if c.root == "control" { control.clone() } else { root.clone() }, cert, key)
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn name_constraints_hold_in_rustls_webpki() {
+    let m = matrix();
+    let now = UnixTime::now();
+    for c in &m.cases {
+        let anchors = [webpki::anchor_from_trusted_cert(m.root_der(c)).expect("anchor")];
+        let ee = webpki::EndEntityCert::try_from(&c.cert_der).expect("leaf parses");
+        let chain = ee.verify_for_usage(
+            &[webpki::ring::ECDSA_P256_SHA256],
+            &anchors,
+            &[],
+            now,
+            webpki::KeyUsage::server_auth(),
+            None,
+            None,
+        );
+        let name = client_name(&c.name);
+        let server_name = ServerName::try_from(name.as_str()).expect("name");
+        let verdict = chain.map(|_| ()).and_then(|()| ee.verify_is_valid_for_subject_name(&server_name));
+        if c.expect_ok {
+            assert!(verdict.is_ok(), "{} under {} root: {verdict:?}", c.name, c.root);
+        } else {
+            assert!(
+                matches!(verdict, Err(webpki::Error::NameConstraintViolation)),
+                "{} under {} root must violate the constraint: {verdict:?}",
+                c.name,
+                c.root
+            );
+        }
+    }
+}
+
+#[test]
+fn name_constraints_hold_in_openssl_and_strict_mode_passes() {
+    if !have_tool("openssl", "openssl") {
+        return;
+    }
+    let m = matrix();
+    let files = m.write();
+    let root = &files[0].0;
+    let out = run_tool(Command::new("openssl").args(["verify", "-x509_strict", "-CAfile"]).arg(root).arg(root));
+    assert!(out.ok, "the root passes -x509_strict: {}", String::from_utf8_lossy(&out.stdout));
+    for (c, (root, cert, _)) in m.cases.iter().zip(&files) {
+        let out = run_tool(Command::new("openssl").args(["verify", "-x509_strict", "-CAfile"]).arg(root).arg(cert));
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), out.stderr);
+        if c.expect_ok {
+            assert!(out.ok, "{} under {} root: {text}", c.name, c.root);
+        } else {
+            assert!(!out.ok && text.contains("subtree violation"), "{} under {} root: {text}", c.name, c.root);
+        }
+    }
+}
+
+const NODE_SCRIPT: &str = r#"
+const tls = require('tls');
+const fs = require('fs');
+const cases = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+function one(c) {
+  return new Promise((resolve) => {
+    const server = tls.createServer({ key: fs.readFileSync(c.key), cert: fs.readFileSync(c.cert) }, (s) => s.end('ok'));
+    server.listen(0, '127.0.0.1', () => {
+      const opts = { host: '127.0.0.1', port: server.address().port,
+                     ca: [...tls.rootCertificates, fs.readFileSync(c.root, 'utf8')] };
+      if (!c.ip) opts.servername = c.name;
+      const sock = tls.connect(opts, () => { sock.destroy(); server.close(); resolve('ok'); });
+      sock.on('error', (e) => { server.close(); resolve('error ' + (e.code || '') + ' ' + e.message); });
+    });
+  });
+}
+(async () => { const out = []; for (const c of cases) out.push(await one(c)); console.log(JSON.stringify(out)); })();
+"#;
+
+#[test]
+fn name_constraints_hold_in_node_tls() {
+    if !have_tool("node", "nodejs") {
+        return;
+    }
+    let m = matrix();
+    let files = m.write();
+    let cases: Vec<serde_json::Value> = m
+        .cases
+        .iter()
+        .zip(&files)
+        .map(|(c, (root, cert, key))| {
+            serde_json::json!({"name": client_name(&c.name), "ip": c.name.parse::<std::net::IpAddr>().is_ok(),
+                "root": root, "cert": cert, "key": key})
+        })
+        .collect();
+    let input = m.dir.path().join("cases.json");
+    std::fs::write(&input, serde_json::to_vec(&cases).expect("json")).expect("write");
+    let script = m.dir.path().join("verify.js");
+    std::fs::write(&script, NODE_SCRIPT).expect("write");
+    let out = run_tool(Command::new("node").arg(&script).arg(&input));
+    assert!(out.ok, "{}", out.stderr);
+    let results: Vec<String> = serde_json::from_slice(&out.stdout).expect("node output");
+    for (c, r) in m.cases.iter().zip(&results) {
+        if c.expect_ok {
+            assert_eq!(r, "ok", "{} under {} root", c.name, c.root);
+        } else {
+            assert!(r.to_ascii_lowercase().contains("subtree violation"), "{} under {} root: {r}", c.name, c.root);
+        }
+    }
+}
+
+#[test]
+fn name_constraints_hold_in_nss_vfychain() {
+    if !have_tool("certutil", "libnss3-tools") || !have_tool("vfychain", "libnss3-tools") {
+        return;
+    }
+    let m = matrix();
+    let files = m.write();
+    let mut dbs = HashMap::new();
+    for (kind, root) in [("keyhaven", &files[0].0), ("control", &files[ALLOWED.len() + 1].0)] {
+        let db = m.dir.path().join(format!("nss-{kind}"));
+        std::fs::create_dir_all(&db).expect("mkdir");
+        let d = format!("sql:{}", db.display());
+        assert!(run_tool(Command::new("certutil").args(["-N", "-d", &d, "--empty-password"])).ok);
+        let add =
+            run_tool(Command::new("certutil").args(["-A", "-d", &d, "-n", "root", "-t", "C,,", "-a", "-i"]).arg(root));
+        assert!(add.ok, "{}", add.stderr);
+        dbs.insert(kind, d);
+    }
+    for (c, (_, cert, _)) in m.cases.iter().zip(&files) {
+        let out = run_tool(Command::new("vfychain").args(["-d", &dbs[c.root], "-u", "1", "-a"]).arg(cert));
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), out.stderr);
+        if c.expect_ok {
+            assert!(text.contains("Chain is good"), "{} under {} root: {text}", c.name, c.root);
+        } else {
+            assert!(text.contains("Chain is bad"), "{} under {} root: {text}", c.name, c.root);
+        }
+    }
 }
