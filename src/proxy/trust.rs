@@ -220,7 +220,8 @@ pub fn nss_parse_list(stdout: &str) -> Vec<String> {
     stdout
         .lines()
         .filter(|l| l.starts_with(ROOT_CN_PREFIX))
-        .map(|l| l.rsplit_once("  ").map_or(l, |(n, _)| n).trim().to_owned())
+        // The trust attributes ("C,,") are the last column; the nickname may contain spaces.
+        .map(|l| l.trim_end().rsplit_once(char::is_whitespace).map_or(l, |(n, _)| n).trim_end().to_owned())
         .collect()
 }
 
