@@ -10,12 +10,8 @@ use keyhaven::model::{CallStatus, Part, Response, StopReason, StreamEvent};
 use crate::support::fixtures::{Case, request, upstream_sse};
 use crate::support::{Client, MockUpstream, Reply, TestEngine, Up, accumulate, client_events, client_response};
 
-const DIRECTIONS: [(Client, Up); 4] = [
-    (Client::Openai, Up::Openai),
-    (Client::Openai, Up::Anthropic),
-    (Client::Anthropic, Up::Openai),
-    (Client::Anthropic, Up::Anthropic),
-];
+const DIRECTIONS: [(Client, Up); 4] =
+    [(Client::Openai, Up::Openai), (Client::Openai, Up::Anthropic), (Client::Anthropic, Up::Openai), (Client::Anthropic, Up::Anthropic)];
 
 struct Outcome {
     resp: Response,
@@ -57,10 +53,7 @@ async fn run(client: Client, up: Up, case: Case, stream: bool) -> Outcome {
 }
 
 fn text_of(resp: &Response) -> String {
-    resp.content
-        .iter()
-        .filter_map(|p| if let Part::Text { text, .. } = p { Some(text.as_str()) } else { None })
-        .collect()
+    resp.content.iter().filter_map(|p| if let Part::Text { text, .. } = p { Some(text.as_str()) } else { None }).collect()
 }
 
 #[tokio::test]
@@ -80,11 +73,7 @@ async fn plain_text_in_every_direction() {
             // The upstream got the system prompt and the user turn in its own dialect.
             match up {
                 Up::Openai => {
-                    assert_eq!(
-                        o.upstream_request["messages"][0],
-                        json!({"role": "system", "content": "Be brief."}),
-                        "{ctx}"
-                    );
+                    assert_eq!(o.upstream_request["messages"][0], json!({"role": "system", "content": "Be brief."}), "{ctx}");
                     assert_eq!(o.upstream_request["stream"], json!(true));
                     assert_eq!(o.upstream_request["model"], json!("gpt-4o-mini"));
                 }
@@ -161,14 +150,11 @@ async fn thinking_with_signature() {
             assert_eq!(text, "Let me think.", "{ctx}");
             assert_eq!(text_of(&o.resp), "Answer: 4", "{ctx}");
             // Signatures survive end to end between Anthropic ends; OpenAI Chat cannot carry them.
-            let expect_sig =
-                (client == Client::Anthropic && up == Up::Anthropic).then(|| "EqQBCkYIBxgCKkBsig==".to_owned());
+            let expect_sig = (client == Client::Anthropic && up == Up::Anthropic).then(|| "EqQBCkYIBxgCKkBsig==".to_owned());
             assert_eq!(signature, &expect_sig, "{ctx}");
             // The client's thinking request reached the upstream in its own terms.
             match up {
-                Up::Openai => {
-                    assert!(o.upstream_request.get("reasoning_effort").is_some(), "{ctx}: {}", o.upstream_request)
-                }
+                Up::Openai => assert!(o.upstream_request.get("reasoning_effort").is_some(), "{ctx}: {}", o.upstream_request),
                 Up::Anthropic => assert_eq!(o.upstream_request["thinking"]["type"], json!("enabled"), "{ctx}"),
             }
         }
@@ -216,8 +202,7 @@ async fn error_mid_stream_ends_cleanly_and_is_recorded() {
         let o = run(client, up, Case::ErrorMidStream, true).await;
         let ctx = format!("{client:?}->{up:?}");
         assert_eq!(text_of(&o.resp), "partial", "{ctx}");
-        let err =
-            o.events.iter().find_map(|e| if let StreamEvent::Error { error } = e { Some(error.clone()) } else { None });
+        let err = o.events.iter().find_map(|e| if let StreamEvent::Error { error } = e { Some(error.clone()) } else { None });
         let err = err.unwrap_or_else(|| panic!("{ctx}: a terminal error event: {}", o.raw));
         assert!(err.message.contains("overloaded"), "{ctx}: {err:?}");
         match client {
@@ -263,14 +248,12 @@ async fn reasoning_round_trips_on_the_next_turn() {
         let ctx = format!("{client:?}->{up:?}: {sent}");
         match up {
             Up::Openai => {
-                let assistant =
-                    sent["messages"].as_array().expect("msgs").iter().find(|m| m["role"] == "assistant").cloned();
+                let assistant = sent["messages"].as_array().expect("msgs").iter().find(|m| m["role"] == "assistant").cloned();
                 let assistant = assistant.unwrap_or_else(|| panic!("{ctx}"));
                 assert_eq!(assistant["reasoning_content"], json!("Let me think."), "{ctx}");
             }
             Up::Anthropic => {
-                let assistant =
-                    sent["messages"].as_array().expect("msgs").iter().find(|m| m["role"] == "assistant").cloned();
+                let assistant = sent["messages"].as_array().expect("msgs").iter().find(|m| m["role"] == "assistant").cloned();
                 let blocks = assistant.map(|a| a["content"].clone()).unwrap_or_default();
                 let thinking = blocks.as_array().and_then(|b| b.iter().find(|x| x["type"] == "thinking").cloned());
                 if client == Client::Anthropic {
@@ -289,8 +272,7 @@ async fn reasoning_round_trips_on_the_next_turn() {
 
 #[tokio::test]
 async fn image_input_reaches_every_upstream() {
-    const PNG: &str =
-        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
     for (client, up) in DIRECTIONS {
         let mock = MockUpstream::start().await;
         mock.push(Reply::sse(&upstream_sse(up, Case::Text)));
@@ -325,8 +307,7 @@ async fn models_are_listed_in_both_shapes() {
     let mock = MockUpstream::start().await;
     let engine = TestEngine::start(&mock).await;
     let oa: Value = engine.http.get(engine.url("/v1/models")).send().await.expect("get").json().await.expect("json");
-    let names: Vec<_> =
-        oa["data"].as_array().expect("data").iter().map(|m| m["id"].as_str().unwrap_or("").to_owned()).collect();
+    let names: Vec<_> = oa["data"].as_array().expect("data").iter().map(|m| m["id"].as_str().unwrap_or("").to_owned()).collect();
     assert_eq!(names, vec!["oa-model", "an-model"]);
     let an: Value = engine
         .http

@@ -60,10 +60,8 @@ fn an_stop(index: u32) -> String {
 }
 
 fn an_end(reason: &str, output: u64) -> String {
-    an(
-        "message_delta",
-        json!({"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": null}, "usage": {"output_tokens": output}}),
-    ) + &an("message_stop", json!({"type": "message_stop"}))
+    an("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": null}, "usage": {"output_tokens": output}}))
+        + &an("message_stop", json!({"type": "message_stop"}))
 }
 
 pub fn upstream_sse(up: Up, case: Case) -> String {

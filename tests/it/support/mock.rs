@@ -142,12 +142,7 @@ impl Drop for DropWatch {
     }
 }
 
-async fn handle(
-    State(inner): State<Arc<Mutex<Inner>>>,
-    uri: axum::http::Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+async fn handle(State(inner): State<Arc<Mutex<Inner>>>, uri: axum::http::Uri, headers: HeaderMap, body: Bytes) -> Response {
     let reply = {
         let mut i = inner.lock().expect("lock");
         i.seen.push(Seen {
@@ -162,24 +157,21 @@ async fn handle(
     };
     tokio::time::sleep(reply.head_delay).await;
     let watch = DropWatch { inner: inner.clone(), finished: false };
-    let stream = futures::stream::unfold(
-        (reply.chunks.clone().into_iter(), watch, reply.clone(), true),
-        |(mut it, mut watch, reply, first)| async move {
-            if !first && !reply.delay.is_zero() {
-                tokio::time::sleep(reply.delay).await;
-            }
-            match it.next() {
-                Some(chunk) => Some((Ok::<_, Infallible>(Bytes::from(chunk)), (it, watch, reply, false))),
-                None => {
-                    if reply.hang {
-                        std::future::pending::<()>().await;
-                    }
-                    watch.finished = true;
-                    None
+    let stream = futures::stream::unfold((reply.chunks.clone().into_iter(), watch, reply.clone(), true), |(mut it, mut watch, reply, first)| async move {
+        if !first && !reply.delay.is_zero() {
+            tokio::time::sleep(reply.delay).await;
+        }
+        match it.next() {
+            Some(chunk) => Some((Ok::<_, Infallible>(Bytes::from(chunk)), (it, watch, reply, false))),
+            None => {
+                if reply.hang {
+                    std::future::pending::<()>().await;
                 }
+                watch.finished = true;
+                None
             }
-        },
-    );
+        }
+    });
     let mut resp = Response::builder().status(StatusCode::from_u16(reply.status).expect("status"));
     for (k, v) in &reply.headers {
         resp = resp.header(k, v);
