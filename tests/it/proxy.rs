@@ -1024,3 +1024,95 @@ fn name_constraints_hold_in_nss_vfychain() {
         }
     }
 }
+
+/// Serves a fixed page over TLS with one leaf, until the returned sender is dropped.
+async fn serve_page(cert: &CertificateDer<'static>, key_pem: &str) -> (SocketAddr, tokio::sync::oneshot::Sender<()>) {
+    use rustls::pki_types::pem::PemObject;
+    let key = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).expect("key");
+    let cfg = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.clone()], key)
+        .expect("cert");
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cfg));
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                _ = &mut stopped => return,
+                a = listener.accept() => a,
+            };
+            let Ok((tcp, _)) = accepted else { return };
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else { return };
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 1024];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match tls.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let body = "<html><body>KEYHAVEN-MATRIX-OK</body></html>";
+                let resp = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = tls.write_all(resp.as_bytes()).await;
+                let _ = tls.shutdown().await;
+            });
+        }
+    });
+    (addr, stop)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn name_constraints_hold_in_headless_chromium() {
+    if !have_tool("chromium", "chromium") || !have_tool("certutil", "libnss3-tools") {
+        return;
+    }
+    let m = matrix();
+    let files = m.write();
+    // Each root is trusted through the user NSS database of its own HOME, as on a desktop.
+    let mut homes = HashMap::new();
+    for (kind, root) in [("keyhaven", &files[0].0), ("control", &files[ALLOWED.len() + 1].0)] {
+        let home = m.dir.path().join(format!("home-{kind}"));
+        let db = home.join(".pki").join("nssdb");
+        std::fs::create_dir_all(&db).expect("mkdir");
+        let d = format!("sql:{}", db.display());
+        assert!(run_tool(Command::new("certutil").args(["-N", "-d", &d, "--empty-password"])).ok);
+        let add =
+            run_tool(Command::new("certutil").args(["-A", "-d", &d, "-n", "root", "-t", "C,,", "-a", "-i"]).arg(root));
+        assert!(add.ok, "{}", add.stderr);
+        homes.insert(kind, home);
+    }
+    // Two allowlisted names keep the run short; every off-list name and its control run.
+    let cases = m.cases.iter().enumerate().filter(|(i, _)| *i < 2 || *i >= ALLOWED.len());
+    for (i, c) in cases {
+        let (addr, stop) = serve_page(&c.cert_der, &c.key_pem).await;
+        let host =
+            if c.name.parse::<std::net::IpAddr>().is_ok() { "127.0.0.1".to_owned() } else { client_name(&c.name) };
+        let mut cmd = Command::new("chromium");
+        cmd.env("HOME", &homes[c.root])
+            .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-extensions"])
+            .arg(format!("--user-data-dir={}", m.dir.path().join(format!("profile-{i}")).display()))
+            .arg("--host-resolver-rules=MAP * 127.0.0.1")
+            .arg("--dump-dom")
+            .arg(format!("https://{host}:{}/", addr.port()));
+        let out = run_blocking(cmd).await;
+        drop(stop);
+        let loaded = String::from_utf8_lossy(&out.stdout).contains("KEYHAVEN-MATRIX-OK");
+        assert_eq!(
+            loaded,
+            c.expect_ok,
+            "{} under {} root: chromium stdout {:?}",
+            c.name,
+            c.root,
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
