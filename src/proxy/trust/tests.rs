@@ -196,18 +196,6 @@ impl CommandRunner for Recorder {
     }
 }
 
-fn have(tool: &str) -> bool {
-    let found = std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file() || d.join(tool).is_symlink()));
-    if !found {
-        assert!(
-            std::env::var_os("KEYHAVEN_REQUIRE_TOOLS").is_none(),
-            "`{tool}` is required (KEYHAVEN_REQUIRE_TOOLS is set)"
-        );
-    }
-    found
-}
-
 fn real_root(dir: &Path) -> RootRef {
     let ca = LocalCa::create(
         &CaPaths::new(dir.join("ca")),
@@ -222,69 +210,6 @@ fn real_root(dir: &Path) -> RootRef {
         nickname: format!("Keyhaven Local CA {}", &ca.fingerprint_sha256()[..8]),
         sha1: ca.fingerprint_sha1(),
     }
-}
-
-/// Every file under `dir` whose content contains `needle`, or that is a symlink to a Keyhaven file.
-fn copies(dir: &Path, needle: &str, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
-        let p = e.path();
-        if p.is_symlink() {
-            if std::fs::read_link(&p).is_ok_and(|t| t.to_string_lossy().contains("keyhaven")) {
-                out.push(p);
-            }
-        } else if p.is_dir() {
-            copies(&p, needle, out);
-        } else if std::fs::read_to_string(&p).is_ok_and(|s| s.contains(needle)) {
-            out.push(p);
-        }
-    }
-}
-
-#[test]
-fn debian_layout_install_is_idempotent_and_uninstall_leaves_zero_copies() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let fs = dir.path().join("root");
-    for d in ["usr/local/share/ca-certificates", "usr/share/ca-certificates/mozilla", "etc/ssl/certs"] {
-        std::fs::create_dir_all(fs.join(d)).expect("mkdir");
-    }
-    // One ordinary CA so the bundle is never empty (as on a real system).
-    let other = real_root(&dir.path().join("other"));
-    std::fs::write(fs.join("usr/share/ca-certificates/mozilla/Other.crt"), other.pem.replace("\r", "")).expect("w");
-    std::fs::write(fs.join("etc/ca-certificates.conf"), "mozilla/Other.crt\n").expect("w");
-    let root = real_root(dir.path());
-    let real = have("update-ca-certificates") && have("openssl");
-    let rec = Arc::new(Recorder { log: Mutex::default(), real });
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(&home).expect("mkdir");
-    let env = TrustEnv { os: TrustOs::Linux, root: fs.clone(), home, runner: rec.clone() };
-    assert_eq!(LinuxLayout::detect(&fs), Some(LinuxLayout::Debian));
-    let first = install(&env, &root);
-    assert_eq!(first[0].outcome, Outcome::Installed, "{first:?}");
-    for _ in 0..2 {
-        assert_eq!(install(&env, &root)[0].outcome, Outcome::AlreadyInstalled);
-    }
-    assert_eq!(status(&env, &root)[0].outcome, Outcome::Present);
-    let body = root.pem.lines().nth(1).expect("a base64 line").to_owned();
-    if real {
-        let bundle = std::fs::read_to_string(fs.join("etc/ssl/certs/ca-certificates.crt")).expect("bundle");
-        assert_eq!(bundle.matches(&body).count(), 1, "exactly one bundle entry");
-    }
-    assert_eq!(uninstall(&env)[0].outcome, Outcome::Removed(1));
-    let mut left = Vec::new();
-    copies(&fs, &body, &mut left);
-    if real {
-        assert!(left.is_empty(), "copies left after uninstall: {left:?}");
-        let bundle = std::fs::read_to_string(fs.join("etc/ssl/certs/ca-certificates.crt")).expect("bundle");
-        assert!(bundle.contains(other.pem.lines().nth(1).expect("line")), "other roots stay");
-    } else {
-        assert!(left.iter().all(|p| !p.starts_with(fs.join("usr/local"))), "{left:?}");
-    }
-    assert_eq!(uninstall(&env)[0].outcome, Outcome::Removed(0));
-    let log = rec.log.lock().expect("log");
-    let refreshes: Vec<String> =
-        log.iter().filter(|c| c.program == "update-ca-certificates").map(ToString::to_string).collect();
-    assert_eq!(refreshes.len(), 2, "one refresh per change: {refreshes:?}");
-    assert!(refreshes[1].contains("--fresh"), "removal rebuilds links from scratch");
 }
 
 #[test]
@@ -311,47 +236,4 @@ fn p11kit_layout_install_and_uninstall() {
     // No known layout: skipped, with the reason.
     let bare = TrustEnv { root: dir.path().join("bare"), ..env };
     assert!(matches!(&install(&bare, &root)[0].outcome, Outcome::Skipped(m) if m.contains("anchor directory")));
-}
-
-#[test]
-fn nss_user_db_install_is_idempotent_and_uninstall_removes_every_keyhaven_root() {
-    if !have("certutil") {
-        return;
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(&home).expect("mkdir");
-    let env = TrustEnv {
-        os: TrustOs::Linux,
-        root: dir.path().join("no-system-store"),
-        home: home.clone(),
-        runner: Arc::new(SystemRunner),
-    };
-    let old = real_root(&dir.path().join("old"));
-    let root = real_root(dir.path());
-    assert_eq!(install(&env, &old)[1].outcome, Outcome::Installed, "creates the db when missing");
-    assert_eq!(status(&env, &root)[1].outcome, Outcome::Stale);
-    assert_eq!(install(&env, &root)[1].outcome, Outcome::Installed);
-    assert_eq!(install(&env, &root)[1].outcome, Outcome::AlreadyInstalled);
-    assert_eq!(status(&env, &root)[1].outcome, Outcome::Present);
-    assert_eq!(uninstall(&env)[1].outcome, Outcome::Removed(2));
-    assert_eq!(status(&env, &root)[1].outcome, Outcome::Absent);
-    let list = SystemRunner.run(&Cmd::new("certutil", ["-d", &nss_db(&home), "-L"])).expect("list");
-    assert!(!list.stdout.contains("Keyhaven"), "{}", list.stdout);
-    // A read-only database is a clear failure, not a silent success.
-    #[cfg(unix)]
-    if !is_root() {
-        use std::os::unix::fs::PermissionsExt;
-        let db = home.join(".pki/nssdb");
-        std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o500)).expect("chmod");
-        for f in std::fs::read_dir(&db).expect("ls").flatten() {
-            std::fs::set_permissions(f.path(), std::fs::Permissions::from_mode(0o400)).expect("chmod");
-        }
-        assert!(install(&env, &root)[1].outcome.is_failure());
-    }
-}
-
-#[cfg(unix)]
-fn is_root() -> bool {
-    std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0).unwrap_or(false)
 }
