@@ -7,6 +7,7 @@ pub mod dialect;
 pub mod model;
 pub mod pricing;
 pub mod provider;
+pub mod proxy;
 pub mod secrets;
 pub mod setup;
 pub mod store;

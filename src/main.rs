@@ -13,6 +13,9 @@ use keyhaven::app::Engine;
 use keyhaven::config::{self, EngineConfig, FileConfig};
 use keyhaven::pricing::PriceTable;
 use keyhaven::provider::Catalog;
+use keyhaven::proxy::InterceptList;
+use keyhaven::proxy::ca::{self, CaOrigin, CaPaths, LocalCa};
+use keyhaven::proxy::trust::{self, RootRef, StoreReport, SystemRunner, TrustEnv, TrustOs};
 use keyhaven::secrets::{Keyring, OsKeyring, Secrets};
 use keyhaven::setup::{self, Client, ClientTokens, SetupEnv, SetupOptions};
 use keyhaven::store::{CallFilter, Store, StoreOptions};
@@ -61,6 +64,26 @@ enum Command {
         #[command(subcommand)]
         target: SetupTarget,
     },
+    /// The local CA that lets the proxy decrypt Cursor's API hosts (and only those).
+    Ca {
+        #[command(subcommand)]
+        action: CaAction,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum CaAction {
+    /// Show the root, where its key is kept, and whether each trust store has it.
+    Status,
+    /// Create the root if needed and trust it (Linux: system bundle needs sudo; NSS user db).
+    Install,
+    /// Remove every Keyhaven root from every trust store.
+    Uninstall,
+    /// Replace the root: remove the old one from every store and the keyring, create a new one,
+    /// and trust it where the old one was trusted.
+    Rotate,
+    /// Print the root certificate (PEM), e.g. for NODE_EXTRA_CA_CERTS.
+    Export,
 }
 
 #[derive(Subcommand, Debug)]
@@ -114,6 +137,7 @@ struct Paths {
     config: PathBuf,
     data: PathBuf,
     database: PathBuf,
+    ca_dir: PathBuf,
 }
 
 fn paths(cli: &Cli) -> anyhow::Result<Paths> {
@@ -128,7 +152,7 @@ fn paths(cli: &Cli) -> anyhow::Result<Paths> {
         (None, Some(d)) => d.data_dir().to_path_buf(),
         (None, None) => bail!("cannot find a home directory; pass --data-dir"),
     };
-    Ok(Paths { config, database: data.join("keyhaven.db"), data })
+    Ok(Paths { config, database: data.join("keyhaven.db"), ca_dir: data.join("ca"), data })
 }
 
 /// Loads the config; on first run writes the commented template and says what to do next.
@@ -163,7 +187,15 @@ fn main() -> anyhow::Result<()> {
         Command::Serve { listen } => {
             let file = load_config(&paths.config, &mut out)?;
             drop(out);
-            serve(EngineConfig { config_path: Some(paths.config), database_path: paths.database, file, listen })
+            serve(EngineConfig {
+                config_path: Some(paths.config),
+                database_path: paths.database,
+                file,
+                listen,
+                ca_dir: paths.ca_dir,
+                proxy_listen: None,
+                upstream_overrides: config::UpstreamOverrides::default(),
+            })
         }
         Command::Models => {
             let file = load_config(&paths.config, &mut out)?;
@@ -186,7 +218,117 @@ fn main() -> anyhow::Result<()> {
         Command::Usage { days } => usage(&paths.database, days, &mut out),
         Command::Calls { limit } => calls(&paths.database, limit, &mut out),
         Command::Setup { target } => setup_command(&paths, target, &mut out),
+        Command::Ca { action } => {
+            let file = load_config(&paths.config, &mut out)?;
+            ca(action, &paths, &file, &mut out)
+        }
     }
+}
+
+fn trust_env() -> anyhow::Result<TrustEnv> {
+    let home = directories::BaseDirs::new().context("cannot find your home directory")?.home_dir().to_path_buf();
+    Ok(TrustEnv { os: TrustOs::current(), root: PathBuf::from("/"), home, runner: Arc::new(SystemRunner) })
+}
+
+fn root_ref(ca: &LocalCa, paths: &Paths) -> RootRef {
+    let nickname = x509_common_name(ca).unwrap_or_else(|| ca::ROOT_CN_PREFIX.to_owned());
+    RootRef {
+        pem: ca.cert_pem().to_owned(),
+        path: CaPaths::new(&paths.ca_dir).cert(),
+        nickname,
+        sha1: ca.fingerprint_sha1(),
+    }
+}
+
+fn x509_common_name(ca: &LocalCa) -> Option<String> {
+    let (_, cert) = x509_parser::parse_x509_certificate(ca.cert_der().as_ref()).ok()?;
+    cert.subject().iter_common_name().next()?.as_str().ok().map(str::to_owned)
+}
+
+fn print_reports(out: &mut impl Write, reports: &[StoreReport]) -> anyhow::Result<bool> {
+    let mut ok = true;
+    for r in reports {
+        writeln!(out, "  {:<20} {}", r.store, r.outcome)?;
+        ok &= !r.outcome.is_failure();
+    }
+    Ok(ok)
+}
+
+fn describe(out: &mut impl Write, ca: &LocalCa, paths: &Paths) -> anyhow::Result<()> {
+    writeln!(out, "Local CA:    {}", CaPaths::new(&paths.ca_dir).cert().display())?;
+    writeln!(out, "SHA-256:     {}", ca.fingerprint_sha256())?;
+    writeln!(out, "Valid until: {}", ca.not_after().date())?;
+    writeln!(out, "Limited to:  {} (and their subdomains; name-constrained)", ca.intercept().domains().join(", "))?;
+    writeln!(out, "Private key: {}", ca.key_location())?;
+    Ok(())
+}
+
+fn ca(action: CaAction, paths: &Paths, file: &FileConfig, out: &mut impl Write) -> anyhow::Result<()> {
+    let intercept = InterceptList::new(&file.proxy.intercept);
+    let ca_paths = CaPaths::new(&paths.ca_dir);
+    let keyring = OsKeyring;
+    let now = time::OffsetDateTime::now_utc();
+    match action {
+        CaAction::Status => {
+            let Some(ca) = LocalCa::load(&ca_paths, &keyring, &intercept, now)? else {
+                writeln!(out, "No local CA yet: `keyhaven ca install` creates and trusts one.")?;
+                return Ok(());
+            };
+            describe(out, &ca, paths)?;
+            writeln!(out, "Trust stores:")?;
+            print_reports(out, &trust::status(&trust_env()?, &root_ref(&ca, paths)))?;
+        }
+        CaAction::Install => {
+            let (ca, origin) = LocalCa::load_or_create(&ca_paths, &keyring, &intercept, now)?;
+            if origin == CaOrigin::Created {
+                writeln!(out, "Created a new local CA.")?;
+            }
+            describe(out, &ca, paths)?;
+            writeln!(out, "Installing:")?;
+            let ok = print_reports(out, &trust::install(&trust_env()?, &root_ref(&ca, paths)))?;
+            writeln!(out, "{}", trust::RESTART_HINT)?;
+            if !ok {
+                bail!("the root is not trusted everywhere (see above)");
+            }
+        }
+        CaAction::Uninstall => {
+            writeln!(out, "Removing every Keyhaven root:")?;
+            if !print_reports(out, &trust::uninstall(&trust_env()?))? {
+                bail!("some stores could not be cleaned (see above)");
+            }
+        }
+        CaAction::Rotate => {
+            let env = trust_env()?;
+            let was_trusted = match LocalCa::load(&ca_paths, &keyring, &intercept, now) {
+                Ok(Some(old)) => trust::status(&env, &root_ref(&old, paths))
+                    .iter()
+                    .any(|r| matches!(r.outcome, trust::Outcome::Present | trust::Outcome::Stale)),
+                _ => true,
+            };
+            writeln!(out, "Removing the old root from every trust store:")?;
+            let cleaned = print_reports(out, &trust::uninstall(&env))?;
+            if !cleaned {
+                bail!("the old root could not be removed everywhere; fix that first (see above)");
+            }
+            ca::remove_root(&ca_paths, &keyring)?;
+            let ca = LocalCa::create(&ca_paths, &keyring, &intercept, now)?;
+            writeln!(out, "Created a new local CA.")?;
+            describe(out, &ca, paths)?;
+            if was_trusted {
+                writeln!(out, "Installing:")?;
+                let ok = print_reports(out, &trust::install(&env, &root_ref(&ca, paths)))?;
+                writeln!(out, "{}", trust::RESTART_HINT)?;
+                if !ok {
+                    bail!("the new root is not trusted everywhere (see above)");
+                }
+            }
+        }
+        CaAction::Export => {
+            let (ca, _) = LocalCa::load_or_create(&ca_paths, &keyring, &intercept, now)?;
+            write!(out, "{}", ca.cert_pem())?;
+        }
+    }
+    Ok(())
 }
 
 fn dollars(micros_per_mtok: u64) -> String {
@@ -206,6 +348,14 @@ fn serve(config: EngineConfig) -> anyhow::Result<()> {
         let _ = writeln!(out, "Keyhaven is listening on http://{addr} ({models} models).");
         let _ = writeln!(out, "  OpenAI:    OPENAI_BASE_URL=http://{addr}/v1");
         let _ = writeln!(out, "  Anthropic: ANTHROPIC_BASE_URL=http://{addr}");
+        if let Some(proxy) = &engine.handle().proxy {
+            let _ = writeln!(
+                out,
+                "  Cursor:    HTTPS proxy http://{} (mode {}; trust the CA with `keyhaven ca install`)",
+                proxy.addr,
+                proxy.mode.get().as_str()
+            );
+        }
         let _ = out.flush();
         drop(out);
         shutdown_signal().await;

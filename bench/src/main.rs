@@ -136,9 +136,12 @@ async fn main() -> anyhow::Result<()> {
         async move {
             let config = EngineConfig {
                 config_path: None,
+                ca_dir: database_path.with_extension("ca"),
                 database_path,
                 file: file?,
                 listen: Some(([127, 0, 0, 1], 0).into()),
+                proxy_listen: Some(([127, 0, 0, 1], 0).into()),
+                upstream_overrides: Default::default(),
             };
             anyhow::Ok(Engine::start(config, Secrets::empty()).await?)
         }

@@ -14,6 +14,9 @@ use crate::config::EngineConfig;
 use crate::model::{CallFinish, CallStart};
 use crate::pricing::PriceTable;
 use crate::provider::{Ack, CallSink, Catalog, Gateway, GatewayOptions, NullSink};
+use crate::proxy::ca::{CaOrigin, CaPaths, KeyLocation, LocalCa};
+use crate::proxy::upstream::{Upstream, UpstreamOptions};
+use crate::proxy::{self, InterceptList, ModeSwitch, ProxyDeps, ProxyError, ProxyHandle, ProxyOptions, TracingSink};
 use crate::secrets::Secrets;
 use crate::setup::ClientTokens;
 use crate::store::{Store, StoreError, StoreOptions};
@@ -29,6 +32,8 @@ pub enum EngineError {
     Pricing(String),
     #[error("{0}")]
     Catalog(String),
+    #[error(transparent)]
+    Proxy(#[from] ProxyError),
 }
 
 impl EngineError {
@@ -38,6 +43,7 @@ impl EngineError {
             EngineError::Bind { .. } => "bind",
             EngineError::Pricing(_) => "pricing",
             EngineError::Catalog(_) => "catalog",
+            EngineError::Proxy(e) => e.kind(),
         }
     }
 }
@@ -71,6 +77,8 @@ pub struct EngineHandle {
     pub gateway: Arc<Gateway>,
     pub store: Arc<Store>,
     pub addr: SocketAddr,
+    /// The intercepting proxy, when `[proxy] enabled`.
+    pub proxy: Option<ProxyHandle>,
 }
 
 /// The running engine.
@@ -103,6 +111,7 @@ impl Engine {
         let prices = PriceTable::builtin().map_err(|e| EngineError::Pricing(e.to_string()))?;
         let catalog = Catalog::new(&config.file, &prices).map_err(EngineError::Catalog)?;
         let server = &config.file.server;
+        let secrets_keyring = secrets.keyring().clone();
         let gateway = Arc::new(Gateway::new(
             catalog,
             secrets,
@@ -135,6 +144,11 @@ impl Engine {
                 let _ = tokio::task::spawn_blocking(move || d.refresh()).await;
             }
         });
+        let proxy = if config.file.proxy.enabled {
+            Some(start_proxy(&config, &secrets_keyring, &spawner).await?)
+        } else {
+            None
+        };
         let state = ApiState {
             gateway: gateway.clone(),
             guard: Arc::new(GuardConfig::for_listener(addr)),
@@ -173,7 +187,16 @@ impl Engine {
             });
         }
         tracing::info!(%addr, models = gateway.catalog().models().len(), "keyhaven gateway listening");
-        Ok(Engine { spawner, handle: EngineHandle { gateway, store, addr }, database_path: config.database_path })
+        Ok(Engine {
+            spawner,
+            handle: EngineHandle { gateway, store, addr, proxy },
+            database_path: config.database_path,
+        })
+    }
+
+    /// Spawns and counts the engine's tasks (tests check that connections leave none behind).
+    pub fn spawner(&self) -> &Spawner {
+        &self.spawner
     }
 
     pub fn handle(&self) -> EngineHandle {
@@ -197,4 +220,47 @@ impl Engine {
         }
         drained
     }
+}
+
+/// Loads or creates the local CA and starts the intercepting proxy. Decrypted requests are served
+/// by a router that, for now, forwards everything to the official host; the Cursor handlers that
+/// answer some calls locally are added to this router in a later release.
+async fn start_proxy(
+    config: &EngineConfig,
+    keyring: &Arc<dyn crate::secrets::Keyring>,
+    spawner: &Spawner,
+) -> Result<ProxyHandle, EngineError> {
+    let intercept = InterceptList::new(&config.file.proxy.intercept);
+    let paths = CaPaths::new(config.ca_dir.clone());
+    let keyring = keyring.clone();
+    let ca_intercept = intercept.clone();
+    let (ca, origin) = tokio::task::spawn_blocking(move || {
+        LocalCa::load_or_create(&paths, keyring.as_ref(), &ca_intercept, time::OffsetDateTime::now_utc())
+    })
+    .await
+    .map_err(|e| EngineError::Catalog(format!("CA task failed: {e}")))?
+    .map_err(ProxyError::from)?;
+    if origin == CaOrigin::Created {
+        tracing::info!(
+            fingerprint = %ca.fingerprint_sha256(),
+            "created the local CA; trust it with `keyhaven ca install`, then restart Cursor"
+        );
+    }
+    if let KeyLocation::File(path) = ca.key_location() {
+        tracing::warn!(path = %path.display(), "no OS keyring: the local CA key is a 0600 file on disk");
+    }
+    let upstream = Upstream::new(
+        &UpstreamOptions { overrides: config.upstream_overrides.clone(), ..UpstreamOptions::default() },
+        spawner,
+    )?;
+    let service = crate::proxy::upstream::forward_router(upstream.clone());
+    let deps = ProxyDeps {
+        ca: Arc::new(ca),
+        service,
+        upstream,
+        mode: ModeSwitch::new(config.file.proxy.mode),
+        sink: Arc::new(TracingSink),
+        spawner: spawner.clone(),
+    };
+    Ok(proxy::start(ProxyOptions::new(config.proxy_listen_addr()), deps).await?)
 }

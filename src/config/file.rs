@@ -21,6 +21,54 @@ pub struct FileConfig {
     pub providers: Vec<ProviderConfig>,
     #[serde(default)]
     pub models: Vec<ModelConfig>,
+    #[serde(default)]
+    pub proxy: ProxyConfig,
+}
+
+/// How intercepted Cursor calls are served. Switchable at runtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RoutingMode {
+    /// Keyhaven answers the calls it implements itself; the rest go to the official service.
+    Local,
+    /// Every call goes to the official service unchanged.
+    Upstream,
+    /// Per call: local for the models Keyhaven serves, upstream for the rest.
+    #[default]
+    Hybrid,
+}
+
+impl RoutingMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RoutingMode::Local => "local",
+            RoutingMode::Upstream => "upstream",
+            RoutingMode::Hybrid => "hybrid",
+        }
+    }
+}
+
+/// The `[proxy]` table: the HTTPS proxy Cursor is pointed at.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProxyConfig {
+    pub enabled: bool,
+    pub listen: SocketAddr,
+    /// Registrable domains whose traffic is decrypted (each with every subdomain). The same list
+    /// becomes the local CA's name constraints.
+    pub intercept: Vec<String>,
+    pub mode: RoutingMode,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> ProxyConfig {
+        ProxyConfig {
+            enabled: true,
+            listen: SocketAddr::from(([127, 0, 0, 1], 4938)),
+            intercept: vec!["cursor.sh".to_owned(), "cursor.com".to_owned()],
+            mode: RoutingMode::default(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -286,6 +334,20 @@ fn validate(file: &str, text: &str, config: &FileConfig) -> Result<(), ConfigErr
             if !names.insert(n) {
                 return Err(at(m.name.span(), format!("models: the name or alias `{n}` is used twice")));
             }
+        }
+    }
+    for d in &config.proxy.intercept {
+        let ok = !d.is_empty()
+            && d.len() <= 253
+            && d.contains('.')
+            && d.split('.')
+                .all(|l| !l.is_empty() && l.len() <= 63 && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+            && d.parse::<std::net::IpAddr>().is_err();
+        if !ok || d.bytes().any(|b| b.is_ascii_uppercase()) {
+            return Err(ConfigError::Semantic {
+                file: file.to_owned(),
+                message: format!("proxy.intercept: `{d}` is not a lowercase DNS domain such as \"cursor.sh\""),
+            });
         }
     }
     let t = &config.timeouts;

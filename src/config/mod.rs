@@ -7,10 +7,11 @@
 mod file;
 
 pub use file::{
-    FileConfig, KeyRef, ModelCapabilities, ModelConfig, PriceOverride, ProviderConfig, ProviderKind, RetryConfig,
-    ServerConfig, TimeoutConfig, ToolsMode, load_str,
+    FileConfig, KeyRef, ModelCapabilities, ModelConfig, PriceOverride, ProviderConfig, ProviderKind, ProxyConfig,
+    RetryConfig, RoutingMode, ServerConfig, TimeoutConfig, ToolsMode, load_str,
 };
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -24,11 +25,30 @@ pub struct EngineConfig {
     pub file: FileConfig,
     /// Overrides `file.server.listen` (tests bind port 0).
     pub listen: Option<SocketAddr>,
+    /// Where the local CA's certificate (and, without an OS keyring, its key) lives.
+    pub ca_dir: PathBuf,
+    /// Overrides `file.proxy.listen` (tests bind port 0).
+    pub proxy_listen: Option<SocketAddr>,
+    /// Tests only: where intercepted hosts are really reached, and extra roots to trust there.
+    pub upstream_overrides: UpstreamOverrides,
+}
+
+/// Test-only redirection of the proxy's upstream connections. Empty in production.
+#[derive(Debug, Clone, Default)]
+pub struct UpstreamOverrides {
+    /// Host name (lowercase) to the address actually dialled; TLS still verifies the host name.
+    pub hosts: HashMap<String, SocketAddr>,
+    /// DER certificates trusted as roots in addition to the web PKI roots.
+    pub extra_roots_der: Vec<Vec<u8>>,
 }
 
 impl EngineConfig {
     pub fn listen_addr(&self) -> SocketAddr {
         self.listen.unwrap_or(self.file.server.listen)
+    }
+
+    pub fn proxy_listen_addr(&self) -> SocketAddr {
+        self.proxy_listen.unwrap_or(self.file.proxy.listen)
     }
 }
 

@@ -207,12 +207,25 @@ async fn keys_reach_the_upstream_header_and_nowhere_else() {
     let dir = engine.stop().await;
     assert!(!r1_body.contains(CANARY_KEY), "an upstream error echoing the key is redacted: {r1_body}");
     assert!(!r2_body.contains(CANARY_KEY));
-    let files: Vec<_> = std::fs::read_dir(dir.path()).expect("dir").flatten().collect();
-    assert!(!files.is_empty());
-    for entry in files {
-        let bytes = std::fs::read(entry.path()).expect("read");
+    let mut files = Vec::new();
+    walk(dir.path(), &mut files);
+    assert!(files.iter().any(|f| f.ends_with("keyhaven.db")), "{files:?}");
+    for file in files {
+        let bytes = std::fs::read(&file).expect("read");
         let hit = bytes.windows(CANARY_KEY.len()).any(|w| w == CANARY_KEY.as_bytes());
-        assert!(!hit, "the key leaked into {}", entry.path().display());
+        assert!(!hit, "the key leaked into {}", file.display());
+    }
+}
+
+/// Every file below `dir` (the database, its WAL, the CA directory, ...).
+fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("dir").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            walk(&path, out);
+        } else {
+            out.push(path);
+        }
     }
 }
 

@@ -6,5 +6,6 @@ mod bad_input;
 mod durability;
 mod faults;
 mod layering;
+mod proxy;
 mod setup;
 mod transcripts;

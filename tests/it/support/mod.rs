@@ -130,6 +130,9 @@ impl TestEngine {
             database_path: dir.path().join("keyhaven.db"),
             file,
             listen: Some("127.0.0.1:0".parse().expect("addr")),
+            ca_dir: dir.path().join("ca"),
+            proxy_listen: Some("127.0.0.1:0".parse().expect("addr")),
+            upstream_overrides: Default::default(),
         };
         let engine = Engine::start(config, secrets).await.expect("engine starts");
         let handle = engine.handle();
