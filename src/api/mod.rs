@@ -5,6 +5,7 @@
 //! [`error::ApiError`] is the one place that maps an error to a status and a body in the
 //! caller's dialect.
 
+mod count;
 mod error;
 mod gateway;
 mod guard;
@@ -37,6 +38,7 @@ pub fn router(state: ApiState) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(gateway::chat_completions))
         .route("/v1/messages", post(gateway::messages))
+        .route("/v1/messages/count_tokens", post(count::count_tokens))
         .route("/v1/models", get(gateway::models))
         .route("/health", get(gateway::health))
         .fallback(gateway::not_found)

@@ -7,8 +7,8 @@
 mod file;
 
 pub use file::{
-    FileConfig, KeyRef, ModelCapabilities, ModelConfig, PriceOverride, ProviderConfig, ProviderKind, RetryConfig,
-    ServerConfig, TimeoutConfig, ToolsMode, load_str,
+    FileConfig, GroupConfig, KeyRef, ModelCapabilities, ModelConfig, ModelTimeouts, PriceOverride, ProviderConfig,
+    ProviderKind, RetryConfig, RoutingConfig, ServerConfig, TimeoutConfig, ToolsMode, load_str,
 };
 
 use std::net::SocketAddr;
