@@ -13,7 +13,9 @@
 
 use base64::Engine as _;
 
-use crate::model::{ImageSource, Part, Request, ToolChoice};
+use serde_json::Value;
+
+use crate::model::{ImageSource, Part, Request, ToolChoice, ToolDef};
 
 /// Tokens of an image whose size is unknown (a URL, or an unreadable header).
 pub const IMAGE_FALLBACK: u64 = 1600;
@@ -52,20 +54,18 @@ pub fn estimate(req: &Request, family: Family) -> u64 {
     let mut text = REPLY_PRIMING;
     let mut images = 0u64;
     for m in &req.messages {
-        text += PER_MESSAGE;
+        // The role name is one token in OpenAI's framing.
+        text += PER_MESSAGE + 1;
         for p in &m.content {
             part_tokens(p, &mut text, &mut images);
         }
     }
     if !req.tools.is_empty() {
         for t in &req.tools {
-            text += PER_TOOL + text_tokens(&t.name);
-            if let Some(d) = &t.description {
-                text += text_tokens(d);
-            }
-            if !t.parameters.is_null() {
-                text += text_tokens(&serde_json::to_string(&t.parameters).unwrap_or_default());
-            }
+            text += match family {
+                Family::Openai => openai_tool_tokens(t),
+                Family::Claude => json_tool_tokens(t),
+            };
         }
         text += TOOLS_END;
     }
@@ -81,6 +81,54 @@ pub fn estimate(req: &Request, family: Family) -> u64 {
             scaled + tools + images
         }
     }
+}
+
+/// Claude sees tools as JSON: name, description and the schema's text.
+fn json_tool_tokens(t: &ToolDef) -> u64 {
+    let mut n = PER_TOOL + text_tokens(&t.name) + t.description.as_deref().map_or(0, text_tokens);
+    if !t.parameters.is_null() {
+        n += text_tokens(&serde_json::to_string(&t.parameters).unwrap_or_default());
+    }
+    n
+}
+
+/// OpenAI's compact rendering of function tools, as its cookbook counts it: `name:description`,
+/// then `key:type:description` per property, enum items; other schema keywords as JSON text.
+fn openai_tool_tokens(t: &ToolDef) -> u64 {
+    let desc = t.description.as_deref().unwrap_or("");
+    let mut n = PER_TOOL + text_tokens(&format!("{}:{}", t.name, desc.strip_suffix('.').unwrap_or(desc)));
+    let Some(props) = t.parameters.get("properties").and_then(Value::as_object) else {
+        return n;
+    };
+    if props.is_empty() {
+        return n;
+    }
+    n += 3;
+    for (key, schema) in props {
+        n += 3;
+        let ty = schema.get("type").and_then(Value::as_str).unwrap_or("");
+        let d = schema.get("description").and_then(Value::as_str).unwrap_or("");
+        if let Some(items) = schema.get("enum").and_then(Value::as_array) {
+            n = n.saturating_sub(3);
+            for item in items {
+                n += 3 + text_tokens(item.as_str().unwrap_or(&item.to_string()));
+            }
+        }
+        n += text_tokens(&format!("{key}:{ty}:{}", d.strip_suffix('.').unwrap_or(d)));
+        let rest: serde_json::Map<String, Value> = schema
+            .as_object()
+            .map(|o| {
+                o.iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), "type" | "description" | "enum"))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !rest.is_empty() {
+            n += text_tokens(&Value::Object(rest).to_string());
+        }
+    }
+    n
 }
 
 fn part_tokens(p: &Part, text: &mut u64, images: &mut u64) {

@@ -3,7 +3,9 @@
 mod support;
 
 mod bad_input;
+mod count_tokens;
 mod durability;
 mod faults;
 mod layering;
+mod routing;
 mod transcripts;
