@@ -5,6 +5,7 @@ mod support;
 mod bad_input;
 mod count_tokens;
 mod durability;
+mod emulation;
 mod faults;
 mod layering;
 mod routing;
