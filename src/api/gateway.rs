@@ -76,12 +76,12 @@ async fn handle(state: ApiState, dialect: Inbound, headers: HeaderMap, body: Bod
     let call = match state.gateway.call(req, ctx).await {
         Ok(call) => call,
         Err(f) => {
-            return with_headers(
-                ApiError::provider(dialect, &f.error).into_response(),
-                &id,
-                arrived,
-                Some(f.upstream_wait),
-            );
+            let mut resp = ApiError::provider(dialect, &f.error).into_response();
+            if let Ok(v) = HeaderValue::from_str(&f.attempts.to_string()) {
+                resp.headers_mut().insert("x-keyhaven-attempts", v);
+            }
+            fallback_headers(resp.headers_mut(), &f.fallbacks);
+            return with_headers(resp, &id, arrived, Some(f.upstream_wait));
         }
     };
     if stream { stream_response(call, dialect, &id, &model) } else { whole_response(call, dialect, &id, &model).await }
@@ -112,6 +112,16 @@ fn route_headers(resp: &mut Response, call: &CallStream) {
     }
     if let Ok(v) = HeaderValue::from_str(&(call.timings().retries + 1).to_string()) {
         h.insert("x-keyhaven-attempts", v);
+    }
+    fallback_headers(h, call.fallbacks());
+}
+
+/// `x-keyhaven-fallbacks`: the models of a group skipped before the one that served, in order.
+fn fallback_headers(h: &mut HeaderMap, fallbacks: &[String]) {
+    if !fallbacks.is_empty()
+        && let Ok(v) = HeaderValue::from_str(&fallbacks.join(", "))
+    {
+        h.insert("x-keyhaven-fallbacks", v);
     }
 }
 

@@ -6,6 +6,7 @@
 //! caller's dialect.
 
 mod clients;
+mod count;
 mod error;
 mod gateway;
 mod guard;
@@ -49,6 +50,7 @@ pub fn router(state: ApiState) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(gateway::chat_completions))
         .route("/v1/messages", post(gateway::messages))
+        .route("/v1/messages/count_tokens", post(count::count_tokens))
         .route("/v1/models", get(gateway::models))
         .route("/health", get(gateway::health))
         .fallback(gateway::not_found)

@@ -119,6 +119,7 @@ impl Engine {
             GatewayOptions {
                 timeouts: config.file.timeouts,
                 retry: config.file.retry,
+                routing: config.file.routing,
                 capture_bodies: server.capture_bodies,
                 body_capture_limit: server.body_capture_limit,
             },

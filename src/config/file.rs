@@ -23,6 +23,11 @@ pub struct FileConfig {
     pub models: Vec<ModelConfig>,
     #[serde(default)]
     pub proxy: ProxyConfig,
+    /// Model groups: a request for the group tries its models in order.
+    #[serde(default)]
+    pub groups: Vec<GroupConfig>,
+    #[serde(default)]
+    pub routing: RoutingConfig,
 }
 
 /// How intercepted Cursor calls are served. Switchable at runtime.
@@ -67,6 +72,58 @@ impl Default for ProxyConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 4938)),
             intercept: vec!["cursor.sh".to_owned(), "cursor.com".to_owned()],
             mode: RoutingMode::default(),
+        }
+    }
+}
+
+/// `[[groups]]`: a name clients ask for, and the models it falls back through, in order.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupConfig {
+    pub name: Spanned<String>,
+    /// Model names or aliases.
+    pub models: Vec<String>,
+}
+
+impl GroupConfig {
+    pub fn name(&self) -> &str {
+        self.name.get_ref()
+    }
+}
+
+/// `[routing]`: the per-provider cooldown. After `cooldown_failures` failed attempts (connect
+/// errors, 429, 5xx) within `cooldown_window` ms, groups skip the provider for `cooldown` ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RoutingConfig {
+    pub cooldown_failures: u32,
+    pub cooldown_window: u64,
+    pub cooldown: u64,
+}
+
+impl Default for RoutingConfig {
+    fn default() -> RoutingConfig {
+        RoutingConfig { cooldown_failures: 3, cooldown_window: 60_000, cooldown: 30_000 }
+    }
+}
+
+/// Per-model timeout overrides (ms); unset fields keep `[timeouts]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelTimeouts {
+    pub first_byte: Option<u64>,
+    pub idle: Option<u64>,
+    pub total: Option<u64>,
+}
+
+impl TimeoutConfig {
+    /// These timeouts with a model's overrides applied.
+    pub fn with(self, o: &ModelTimeouts) -> TimeoutConfig {
+        TimeoutConfig {
+            connect: self.connect,
+            first_byte: o.first_byte.unwrap_or(self.first_byte),
+            idle: o.idle.unwrap_or(self.idle),
+            total: o.total.unwrap_or(self.total),
         }
     }
 }
@@ -282,6 +339,8 @@ pub struct ModelConfig {
     pub tools: ToolsMode,
     #[serde(default)]
     pub price: Option<PriceOverride>,
+    #[serde(default)]
+    pub timeouts: ModelTimeouts,
 }
 
 impl ModelConfig {
@@ -349,6 +408,39 @@ fn validate(file: &str, text: &str, config: &FileConfig) -> Result<(), ConfigErr
                 message: format!("proxy.intercept: `{d}` is not a lowercase DNS domain such as \"cursor.sh\""),
             });
         }
+    }
+    for m in &config.models {
+        let o = &m.timeouts;
+        if [o.first_byte, o.idle, o.total].contains(&Some(0)) {
+            return Err(at(m.name.span(), format!("models.timeouts: values of `{}` must be > 0", m.name())));
+        }
+    }
+    for g in &config.groups {
+        if g.name().is_empty() {
+            return Err(at(g.name.span(), "groups.name: must not be empty".into()));
+        }
+        if !names.insert(g.name()) {
+            return Err(at(
+                g.name.span(),
+                format!("groups: the name `{}` is already a model, alias or group", g.name()),
+            ));
+        }
+        if g.models.is_empty() {
+            return Err(at(g.name.span(), format!("groups: `{}` lists no models", g.name())));
+        }
+        for member in &g.models {
+            let known = config.models.iter().any(|m| m.name() == member || m.aliases.contains(member));
+            if !known {
+                return Err(at(g.name.span(), format!("groups: `{}` names an unknown model `{member}`", g.name())));
+            }
+        }
+    }
+    let r = &config.routing;
+    if r.cooldown_failures == 0 || r.cooldown_window == 0 {
+        return Err(ConfigError::Semantic {
+            file: file.to_owned(),
+            message: "routing: cooldown_failures and cooldown_window must be > 0".into(),
+        });
     }
     let t = &config.timeouts;
     if t.connect == 0 || t.first_byte == 0 || t.total == 0 {

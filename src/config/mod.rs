@@ -7,8 +7,9 @@
 mod file;
 
 pub use file::{
-    FileConfig, KeyRef, ModelCapabilities, ModelConfig, PriceOverride, ProviderConfig, ProviderKind, ProxyConfig,
-    RetryConfig, RoutingMode, ServerConfig, TimeoutConfig, ToolsMode, load_str,
+    FileConfig, GroupConfig, KeyRef, ModelCapabilities, ModelConfig, ModelTimeouts, PriceOverride, ProviderConfig,
+    ProviderKind, ProxyConfig, RetryConfig, RoutingConfig, RoutingMode, ServerConfig, TimeoutConfig, ToolsMode,
+    load_str,
 };
 
 use std::collections::HashMap;

@@ -48,7 +48,22 @@ fn template_is_valid_and_empty() {
         .collect();
     let c = load_str("t.toml", &uncommented).expect("uncommented template parses");
     assert_eq!(c.providers.len(), 2);
-    assert_eq!(c.models.len(), 2);
+    assert_eq!(c.models.len(), 3);
+    assert_eq!(c.groups.len(), 1);
+    assert_eq!(c.models[2].tools, crate::config::ToolsMode::Emulated);
+    assert_eq!(c.models[2].timeouts.first_byte, Some(300_000));
+}
+
+#[test]
+fn groups_must_name_known_models_and_not_clash() {
+    let base = "[[providers]]\nname = \"p\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\n\n[[models]]\nname = \"a\"\nprovider = \"p\"\nupstream = \"a\"\n";
+    let ok = format!("{base}\n[[groups]]\nname = \"g\"\nmodels = [\"a\"]\n");
+    assert!(load_str("c.toml", &ok).is_ok());
+    let unknown = format!("{base}\n[[groups]]\nname = \"g\"\nmodels = [\"zz\"]\n");
+    let err = load_str("c.toml", &unknown).expect_err("unknown member");
+    assert!(err.to_string().contains("unknown model `zz`"), "{err}");
+    let clash = format!("{base}\n[[groups]]\nname = \"a\"\nmodels = [\"a\"]\n");
+    assert!(load_str("c.toml", &clash).is_err());
 }
 
 #[test]

@@ -80,4 +80,9 @@ pub struct CallFinish {
     /// Captured bodies (redacted, capped), written with the finish so a call costs two writes.
     pub request_body: Option<String>,
     pub response_body: Option<String>,
+    /// The model that served the call (for a group: the one that answered, or the last one
+    /// tried). `None` keeps what the start recorded.
+    pub model_id: Option<String>,
+    pub provider: Option<String>,
+    pub upstream_model: Option<String>,
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use crate::config::PriceOverride;
-use crate::config::{FileConfig, KeyRef, ModelCapabilities, ProviderKind, ToolsMode};
+use crate::config::{FileConfig, KeyRef, ModelCapabilities, ModelTimeouts, ProviderKind, ToolsMode};
 use crate::pricing::{Price, PriceTable, PricingError, parse_amount};
 
 #[derive(Debug, Clone)]
@@ -34,6 +34,8 @@ pub struct ModelEntry {
     pub tools: ToolsMode,
     /// The price used for cost: the per-model override, else the shipped table's entry.
     pub price: Option<Price>,
+    /// Overrides of the global timeouts.
+    pub timeouts: ModelTimeouts,
 }
 
 /// A resolved model and its provider.
@@ -48,6 +50,8 @@ pub struct Catalog {
     models: Vec<Arc<ModelEntry>>,
     by_name: HashMap<String, usize>,
     providers: HashMap<String, Arc<ProviderEntry>>,
+    /// Group name → member model indexes, in fallback order.
+    groups: HashMap<String, Vec<usize>>,
     price_version: Option<String>,
 }
 
@@ -108,6 +112,7 @@ impl Catalog {
                 capabilities: m.capabilities,
                 tools: m.tools,
                 price,
+                timeouts: m.timeouts,
             });
             let idx = catalog.models.len();
             for n in std::iter::once(&entry.name).chain(&entry.aliases).chain(std::iter::once(&entry.id)) {
@@ -115,7 +120,43 @@ impl Catalog {
             }
             catalog.models.push(entry);
         }
+        for g in &config.groups {
+            let mut members = Vec::new();
+            for name in &g.models {
+                let Some(&idx) = catalog.by_name.get(name) else {
+                    return Err(format!("group `{}`: unknown model `{name}`", g.name()));
+                };
+                members.push(idx);
+            }
+            catalog.groups.insert(g.name().to_owned(), members);
+        }
         Ok(catalog)
+    }
+
+    /// The routes to try for `name`, in order: a group's members, or the one model.
+    pub fn candidates(&self, name: &str) -> Vec<Route> {
+        match self.groups.get(name) {
+            Some(members) => members.iter().filter_map(|i| self.route_of(*i)).collect(),
+            None => self.resolve(name).into_iter().collect(),
+        }
+    }
+
+    /// True when `name` is a group.
+    pub fn is_group(&self, name: &str) -> bool {
+        self.groups.contains_key(name)
+    }
+
+    fn route_of(&self, idx: usize) -> Option<Route> {
+        let model = self.models.get(idx)?.clone();
+        let provider = self.providers.get(&model.provider)?.clone();
+        Some(Route { model, provider })
+    }
+
+    /// Provider names, sorted.
+    pub fn provider_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.providers.keys().cloned().collect();
+        names.sort();
+        names
     }
 
     pub fn resolve(&self, name: &str) -> Option<Route> {

@@ -2,6 +2,9 @@
 //! retries before the first byte, then a stream of canonical events that finalises the record on
 //! every exit path (including being dropped when the client goes away).
 
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -9,9 +12,11 @@ use secrecy::SecretString;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{RetryConfig, TimeoutConfig};
+use crate::config::{RetryConfig, RoutingConfig, TimeoutConfig};
 use crate::model::{self, Accumulator, CallFinish, CallStart, CallStatus, StreamEvent};
+use crate::provider::emulation::{self, Emulator, Finish};
 use crate::provider::error::ProviderError;
+use crate::provider::health::{HealthBook, ProviderHealth};
 use crate::provider::retry::{backoff, retryable_status};
 use crate::provider::upstream::{self, EventStream};
 use crate::provider::{CallSink, Catalog, Route};
@@ -21,6 +26,7 @@ use crate::secrets::{Secrets, redact};
 pub struct GatewayOptions {
     pub timeouts: TimeoutConfig,
     pub retry: RetryConfig,
+    pub routing: RoutingConfig,
     pub capture_bodies: bool,
     pub body_capture_limit: usize,
 }
@@ -42,6 +48,10 @@ pub struct CallFailure {
     pub error: ProviderError,
     /// Time spent waiting on the upstream, so the overhead header can exclude it.
     pub upstream_wait: Duration,
+    /// Upstream attempts made, over all models tried.
+    pub attempts: u32,
+    /// Models of a group that were skipped (failed, or cooling down), in order.
+    pub fallbacks: Vec<String>,
 }
 
 /// Where the engine spent its time, for the overhead header.
@@ -63,6 +73,38 @@ pub struct Gateway {
     secrets: Secrets,
     sink: Arc<dyn CallSink>,
     opts: GatewayOptions,
+    health: HealthBook,
+}
+
+/// What a successful open hands to the [`CallStream`].
+struct Opened {
+    route: Route,
+    events: EventStream,
+    first: StreamEvent,
+    prepare: Duration,
+    first_event: Instant,
+    emulated: Option<EmulatedSetup>,
+}
+
+/// What an emulated call needs for its corrective retry.
+struct EmulatedSetup {
+    /// The request as the upstream saw it (contract in the system prompt).
+    request: model::Request,
+    /// The tools the contract names.
+    tool_names: Vec<String>,
+    key: Option<SecretString>,
+    timeouts: TimeoutConfig,
+    deadline: Instant,
+}
+
+/// Whether a failed model of a group may hand the request to the next one: the same
+/// classification as retries (connect errors, 429, 5xx), never a timeout after sending.
+fn may_fall_back(err: &ProviderError) -> bool {
+    match err {
+        ProviderError::Connect(_) => true,
+        ProviderError::Upstream { status, .. } => retryable_status(*status),
+        _ => false,
+    }
 }
 
 impl std::fmt::Debug for Gateway {
@@ -70,6 +112,10 @@ impl std::fmt::Debug for Gateway {
         f.debug_struct("Gateway").field("opts", &self.opts).finish_non_exhaustive()
     }
 }
+
+mod count;
+
+pub use count::TokenCount;
 
 fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -84,7 +130,13 @@ impl Gateway {
             .user_agent(concat!("keyhaven/", env!("CARGO_PKG_VERSION")))
             .build()
             .unwrap_or_default();
-        Gateway { http, catalog: RwLock::new(Arc::new(catalog)), secrets, sink, opts }
+        let health = HealthBook::new(opts.routing);
+        Gateway { http, catalog: RwLock::new(Arc::new(catalog)), secrets, sink, opts, health }
+    }
+
+    /// Every configured provider's health (cooldowns of the routing), sorted by name.
+    pub fn provider_health(&self) -> Vec<ProviderHealth> {
+        self.health.snapshot(&self.catalog().provider_names(), Instant::now())
     }
 
     pub fn catalog(&self) -> Arc<Catalog> {
@@ -107,7 +159,8 @@ impl Gateway {
     pub async fn call(&self, req: model::Request, ctx: CallContext) -> Result<CallStream, CallFailure> {
         let started = Instant::now();
         let catalog = self.catalog();
-        let route = catalog.resolve(&req.model);
+        let candidates = catalog.candidates(&req.model);
+        let route = candidates.first().cloned();
         let mut guard = CallGuard {
             sink: self.sink.clone(),
             id: ctx.id.clone(),
@@ -126,6 +179,7 @@ impl Gateway {
             upstream_wait: Duration::ZERO,
             accepted: false,
             done: false,
+            route: route.clone(),
         };
         let started_ack = self.sink.start(CallStart {
             id: ctx.id.clone(),
@@ -139,17 +193,44 @@ impl Gateway {
             stream: req.stream,
             request_body: None,
         });
-        let result =
-            self.open(route, &req, &ctx, &mut guard, started).await.map_err(|e| e.redacted(guard.secret.as_ref()));
+        let mut fallbacks = Vec::new();
+        let result = self
+            .open(candidates, &req, &ctx, &mut guard, started, &mut fallbacks)
+            .await
+            .map_err(|e| e.redacted(guard.secret.as_ref()));
         // The in-flight row must be durable before the client sees a byte.
         started_ack.await;
         match result {
-            Ok((route, events, first, prepare, first_event)) => {
+            Ok(opened) => {
                 guard.accepted = true;
-                let timings =
-                    Timings { started, prepare, first_event, last_event: first_event, retries: guard.retries };
+                let timings = Timings {
+                    started,
+                    prepare: opened.prepare,
+                    first_event: opened.first_event,
+                    last_event: opened.first_event,
+                    retries: guard.retries,
+                };
                 let cancel = ctx.cancel.clone();
-                let mut stream = CallStream { events, first: Some(first), guard, timings, route, error: None, cancel };
+                let emu = opened.emulated.map(|setup| EmuState {
+                    emulator: emulation::emulator_for(&req, &ctx.id),
+                    setup,
+                    http: self.http.clone(),
+                    queue: VecDeque::new(),
+                    finished: false,
+                    reopening: None,
+                });
+                let mut stream = CallStream {
+                    events: opened.events,
+                    first: Some(opened.first),
+                    guard,
+                    timings,
+                    route: opened.route,
+                    error: None,
+                    pending_error: None,
+                    cancel,
+                    fallbacks,
+                    emu,
+                };
                 if let Some(body) = &ctx.request_body {
                     stream.guard.capture_request(body);
                 }
@@ -160,20 +241,89 @@ impl Gateway {
                     guard.capture_request(body);
                 }
                 guard.finalize(CallStatus::Error, Some(&err)).await;
-                Err(CallFailure { error: err, upstream_wait: guard.upstream_wait })
+                Err(CallFailure {
+                    error: err,
+                    upstream_wait: guard.upstream_wait,
+                    attempts: guard.retries + 1,
+                    fallbacks,
+                })
             }
         }
     }
 
+    /// Tries the candidates in order (a group's models, or the one model). Models whose provider
+    /// cools down are skipped unless all are; a model that fails with a connect error, 429 or 5xx
+    /// before the first byte hands over to the next one. Every model but the last gets one
+    /// attempt (the next model is the better retry); the last gets the configured retries.
     async fn open(
         &self,
-        route: Option<Route>,
+        candidates: Vec<Route>,
         req: &model::Request,
         ctx: &CallContext,
         guard: &mut CallGuard,
         started: Instant,
-    ) -> Result<(Route, EventStream, StreamEvent, Duration, Instant), ProviderError> {
-        let Some(route) = route else { return Err(ProviderError::UnknownModel(req.model.clone())) };
+        fallbacks: &mut Vec<String>,
+    ) -> Result<Opened, ProviderError> {
+        if candidates.is_empty() {
+            return Err(ProviderError::UnknownModel(req.model.clone()));
+        }
+        let now = Instant::now();
+        let (ready, cooling): (Vec<Route>, Vec<Route>) =
+            candidates.iter().cloned().partition(|r| !self.health.cooling(&r.provider.name, now));
+        let order = if ready.is_empty() {
+            candidates
+        } else {
+            for r in &cooling {
+                tracing::info!(call = %ctx.id, model = %r.model.name, provider = %r.provider.name, "skipping a model whose provider cools down");
+                fallbacks.push(r.model.name.clone());
+            }
+            ready
+        };
+        let mut prepare = None;
+        let count = order.len();
+        for (i, route) in order.into_iter().enumerate() {
+            let last = i + 1 == count;
+            if i > 0 {
+                guard.retries += 1;
+            }
+            guard.price = route.model.price;
+            guard.route = Some(route.clone());
+            let max_retries = if last { self.opts.retry.max_retries } else { 0 };
+            match self.open_one(&route, req, ctx, guard, started, max_retries, &mut prepare).await {
+                Ok((events, first, emulated)) => {
+                    self.health.success(&route.provider.name);
+                    return Ok(Opened {
+                        route,
+                        events,
+                        first,
+                        prepare: prepare.unwrap_or_default(),
+                        first_event: Instant::now(),
+                        emulated,
+                    });
+                }
+                Err(err) if !last && may_fall_back(&err) => {
+                    tracing::info!(call = %ctx.id, model = %route.model.name, error = %err, "falling back to the next model of the group");
+                    fallbacks.push(route.model.name.clone());
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        Err(ProviderError::UnknownModel(req.model.clone()))
+    }
+
+    /// One model: its key, the request in its shape (emulated tools or not), then attempts with
+    /// retries before the first byte.
+    #[expect(clippy::too_many_arguments, reason = "one call's state, threaded through")]
+    async fn open_one(
+        &self,
+        route: &Route,
+        req: &model::Request,
+        ctx: &CallContext,
+        guard: &mut CallGuard,
+        started: Instant,
+        max_retries: u32,
+        prepare_time: &mut Option<Duration>,
+    ) -> Result<(EventStream, StreamEvent, Option<EmulatedSetup>), ProviderError> {
         let key = match &route.provider.key {
             None => None,
             Some(key_ref) => {
@@ -186,9 +336,12 @@ impl Gateway {
             }
         };
         guard.secret.clone_from(&key);
-        let prepared = upstream::prepare(&route, req, key.as_ref())?;
-        let prepare = started.elapsed();
-        let t = self.opts.timeouts;
+        let emulated_req = emulation::applies(&route.model, req).then(|| emulation::rewrite(req));
+        let prepared = upstream::prepare(route, emulated_req.as_ref().unwrap_or(req), key.as_ref())?;
+        if prepare_time.is_none() {
+            *prepare_time = Some(started.elapsed());
+        }
+        let t = self.opts.timeouts.with(&route.model.timeouts);
         let deadline = started + Duration::from_millis(t.total);
         let mut attempt = 0u32;
         loop {
@@ -197,15 +350,28 @@ impl Gateway {
             let outcome = tokio::select! {
                 biased;
                 () = ctx.cancel.cancelled() => return Err(ProviderError::Canceled),
-                r = tokio::time::timeout_at(attempt_deadline, self.attempt(&prepared, deadline)) => {
+                r = tokio::time::timeout_at(attempt_deadline, self.attempt(&prepared, t.idle, deadline)) => {
                     r.unwrap_or(Err(ProviderError::Timeout(Duration::from_millis(t.first_byte), "waiting for the first byte")))
                 }
             };
             guard.upstream_wait += attempt_started.elapsed();
             let err = match outcome {
-                Ok((events, first)) => return Ok((route, events, first, prepare, Instant::now())),
+                Ok((events, first)) => {
+                    let emulated = emulated_req.map(|request| EmulatedSetup {
+                        request,
+                        tool_names: emulation::effective_tools(req).into_iter().map(|t| t.name).collect(),
+                        key: key.clone(),
+                        timeouts: t,
+                        deadline,
+                    });
+                    return Ok((events, first, emulated));
+                }
                 Err(err) => err,
             };
+            if may_fall_back(&err) {
+                let secrets: Vec<&SecretString> = key.iter().collect();
+                self.health.failure(&route.provider.name, &redact(&err.to_string(), &secrets), Instant::now());
+            }
             let retry_in = match &err {
                 ProviderError::Connect(_) => Some(None),
                 ProviderError::Upstream { status, retry_after, .. } if retryable_status(*status) => match retry_after {
@@ -214,7 +380,7 @@ impl Gateway {
                 },
                 _ => None,
             };
-            let Some(retry_in) = retry_in.filter(|_| attempt < self.opts.retry.max_retries) else { return Err(err) };
+            let Some(retry_in) = retry_in.filter(|_| attempt < max_retries) else { return Err(err) };
             let delay = retry_in.unwrap_or_else(|| {
                 backoff(Duration::from_millis(self.opts.retry.base_backoff), attempt, rand::random())
             });
@@ -223,7 +389,7 @@ impl Gateway {
             }
             tracing::info!(call = %ctx.id, attempt, error = %err, ?delay, "retrying upstream");
             attempt += 1;
-            guard.retries = attempt;
+            guard.retries += 1;
             tokio::select! {
                 biased;
                 () = ctx.cancel.cancelled() => return Err(ProviderError::Canceled),
@@ -237,10 +403,11 @@ impl Gateway {
     async fn attempt(
         &self,
         prepared: &upstream::Prepared,
+        idle_ms: u64,
         deadline: Instant,
     ) -> Result<(EventStream, StreamEvent), ProviderError> {
         let resp = upstream::send(&self.http, prepared).await?;
-        let idle = Duration::from_millis(self.opts.timeouts.idle);
+        let idle = Duration::from_millis(idle_ms);
         let mut events = EventStream::new(resp, prepared.kind, idle, deadline);
         match events.next().await {
             Some(Ok(StreamEvent::Error { error })) => Err(upstream::stream_error(&error)),
@@ -272,6 +439,8 @@ struct CallGuard {
     /// The upstream accepted the request (a 2xx head arrived).
     accepted: bool,
     done: bool,
+    /// The model that served the call (or the last one tried).
+    route: Option<Route>,
 }
 
 impl CallGuard {
@@ -339,6 +508,9 @@ impl CallGuard {
             error_message,
             response_body,
             request_body: self.request_body.take(),
+            model_id: self.route.as_ref().map(|r| r.model.id.clone()),
+            provider: self.route.as_ref().map(|r| r.provider.name.clone()),
+            upstream_model: self.route.as_ref().map(|r| r.model.upstream.clone()),
         }
     }
 
@@ -362,6 +534,22 @@ impl Drop for CallGuard {
     }
 }
 
+/// The reopened upstream of an emulated call's corrective retry.
+type Reopen = Pin<Box<dyn Future<Output = Result<EventStream, ProviderError>> + Send>>;
+
+/// The emulation of one call: the reply parser and what its one retry needs.
+struct EmuState {
+    emulator: Emulator,
+    setup: EmulatedSetup,
+    http: reqwest::Client,
+    /// Events ready for the caller.
+    queue: VecDeque<StreamEvent>,
+    /// The emulator has emitted its last event.
+    finished: bool,
+    /// The corrective attempt being opened (kept here so `next` stays cancel-safe).
+    reopening: Option<Reopen>,
+}
+
 /// A started call's events. Dropping it cancels the upstream request and records the call as
 /// canceled.
 pub struct CallStream {
@@ -371,7 +559,11 @@ pub struct CallStream {
     timings: Timings,
     route: Route,
     error: Option<ProviderError>,
+    /// The error behind the next [`StreamEvent::Error`] delivered (for the record).
+    pending_error: Option<ProviderError>,
     cancel: CancellationToken,
+    fallbacks: Vec<String>,
+    emu: Option<EmuState>,
 }
 
 impl std::fmt::Debug for CallStream {
@@ -385,25 +577,46 @@ impl CallStream {
         self.timings
     }
 
+    /// The model and provider that serve the call.
     pub fn route(&self) -> &Route {
         &self.route
     }
 
-    /// The next event. A mid-stream failure comes out as one [`StreamEvent::Error`]; after the
-    /// last event the record is finalised (and durable) before `None` is returned. Cancel-safe.
-    pub async fn next(&mut self) -> Option<StreamEvent> {
-        if self.guard.done {
-            return None;
+    /// Models of a group that were skipped before this one served the call, in order.
+    pub fn fallbacks(&self) -> &[String] {
+        &self.fallbacks
+    }
+
+    /// Whether the call's tools are emulated.
+    pub fn emulated(&self) -> bool {
+        self.emu.is_some()
+    }
+
+    /// The next upstream event (or failure), secrets redacted.
+    async fn upstream_next(&mut self) -> Option<Result<StreamEvent, ProviderError>> {
+        if let Some(first) = self.first.take() {
+            return Some(Ok(first));
         }
-        let next = match self.first.take() {
-            Some(first) => Some(Ok(first)),
-            None => tokio::select! {
+        if let Some(reopen) = self.emu.as_mut().and_then(|e| e.reopening.as_mut()) {
+            let opened = tokio::select! {
                 biased;
-                () = self.cancel.cancelled() => Some(Err(ProviderError::Canceled)),
-                next = self.events.next() => next,
-            },
+                () = self.cancel.cancelled() => Err(ProviderError::Canceled),
+                r = reopen => r,
+            };
+            if let Some(emu) = self.emu.as_mut() {
+                emu.reopening = None;
+            }
+            match opened {
+                Ok(events) => self.events = events,
+                Err(e) => return Some(Err(e.redacted(self.guard.secret.as_ref()))),
+            }
+        }
+        let next = tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => Some(Err(ProviderError::Canceled)),
+            next = self.events.next() => next,
         };
-        let next = next.map(|r| match r {
+        next.map(|r| match r {
             Ok(StreamEvent::Error { mut error }) => {
                 let secrets: Vec<&SecretString> = self.guard.secret.iter().collect();
                 error.message = redact(&error.message, &secrets);
@@ -411,41 +624,111 @@ impl CallStream {
             }
             Ok(ev) => Ok(ev),
             Err(e) => Err(e.redacted(self.guard.secret.as_ref())),
-        });
-        match next {
-            Some(Ok(ev)) => {
-                self.timings.last_event = Instant::now();
-                if self.guard.ttft.is_none() && is_content(&ev) {
-                    self.guard.ttft = Some(self.guard.started.elapsed());
-                }
-                if let Some(acc) = self.guard.acc.as_mut() {
-                    acc.push(&ev);
-                }
-                if let StreamEvent::Error { .. } = ev {
-                    self.guard.finalize(CallStatus::Error, None).await;
-                }
-                Some(ev)
+        })
+    }
+
+    /// Hands one event to the caller: timings, the record's accumulator, and the final record
+    /// when it is a terminal error.
+    async fn deliver(&mut self, ev: StreamEvent) -> StreamEvent {
+        self.timings.last_event = Instant::now();
+        if self.guard.ttft.is_none() && is_content(&ev) {
+            self.guard.ttft = Some(self.guard.started.elapsed());
+        }
+        if let Some(acc) = self.guard.acc.as_mut() {
+            acc.push(&ev);
+        }
+        if let StreamEvent::Error { .. } = ev {
+            let err = self.pending_error.take();
+            self.guard.finalize(CallStatus::Error, err.as_ref()).await;
+            self.error = err;
+        }
+        ev
+    }
+
+    /// Starts the one corrective attempt of an emulated call.
+    fn start_retry(&mut self, reason: &str, reply: &str) -> Result<(), ProviderError> {
+        let Some(emu) = self.emu.as_mut() else { return Ok(()) };
+        tracing::warn!(call = %self.guard.id, %reason, "emulated tool call broke the contract: one corrective retry");
+        let req = emulation::corrective(&emu.setup.request, reply, reason, &emu.setup.tool_names);
+        let prepared = upstream::prepare(&self.route, &req, emu.setup.key.as_ref())?;
+        let http = emu.http.clone();
+        let t = emu.setup.timeouts;
+        let deadline = emu.setup.deadline;
+        let first_byte = (Instant::now() + Duration::from_millis(t.first_byte)).min(deadline);
+        emu.emulator.restart();
+        self.guard.retries += 1;
+        emu.reopening = Some(Box::pin(async move {
+            let open = async {
+                let resp = upstream::send(&http, &prepared).await?;
+                Ok(EventStream::new(resp, prepared.kind, Duration::from_millis(t.idle), deadline))
+            };
+            tokio::time::timeout_at(first_byte, open).await.unwrap_or(Err(ProviderError::Timeout(
+                Duration::from_millis(t.first_byte),
+                "waiting for the first byte",
+            )))
+        }));
+        Ok(())
+    }
+
+    /// The next event. A mid-stream failure comes out as one [`StreamEvent::Error`]; after the
+    /// last event the record is finalised (and durable) before `None` is returned. Cancel-safe.
+    pub async fn next(&mut self) -> Option<StreamEvent> {
+        loop {
+            if self.guard.done {
+                return None;
             }
-            Some(Err(ProviderError::Canceled)) => {
+            if let Some(emu) = self.emu.as_mut() {
+                if let Some(ev) = emu.queue.pop_front() {
+                    return Some(self.deliver(ev).await);
+                }
+                if emu.finished {
+                    self.guard.finalize(CallStatus::Ok, None).await;
+                    return None;
+                }
+            }
+            let next = self.upstream_next().await;
+            if let Some(Err(ProviderError::Canceled)) = next {
                 let error = model::ErrorInfo {
                     kind: model::ErrorKind::Overloaded,
                     message: "Keyhaven is shutting down".into(),
                 };
                 self.guard.finalize(CallStatus::Canceled, None).await;
-                Some(StreamEvent::Error { error })
+                return Some(StreamEvent::Error { error });
             }
-            Some(Err(err)) => {
-                let ev = StreamEvent::Error { error: err.info() };
-                if let Some(acc) = self.guard.acc.as_mut() {
-                    acc.push(&ev);
+            let Some(emu) = self.emu.as_mut() else {
+                return match next {
+                    Some(Ok(ev)) => Some(self.deliver(ev).await),
+                    Some(Err(err)) => {
+                        let ev = StreamEvent::Error { error: err.info() };
+                        self.pending_error = Some(err);
+                        Some(self.deliver(ev).await)
+                    }
+                    None => {
+                        self.guard.finalize(CallStatus::Ok, None).await;
+                        None
+                    }
+                };
+            };
+            let mut out = Vec::new();
+            match next {
+                Some(Ok(ev)) => emu.emulator.push(ev, &mut out),
+                Some(Err(err)) => {
+                    emu.emulator.push(StreamEvent::Error { error: err.info() }, &mut out);
+                    self.pending_error = Some(err);
                 }
-                self.guard.finalize(CallStatus::Error, Some(&err)).await;
-                self.error = Some(err);
-                Some(ev)
+                None => match emu.emulator.finish(&mut out) {
+                    Finish::Done => emu.finished = true,
+                    Finish::Retry { reason, reply } => {
+                        if let Err(err) = self.start_retry(&reason, &reply) {
+                            let ev = StreamEvent::Error { error: err.info() };
+                            self.pending_error = Some(err);
+                            return Some(self.deliver(ev).await);
+                        }
+                    }
+                },
             }
-            None => {
-                self.guard.finalize(CallStatus::Ok, None).await;
-                None
+            if let Some(emu) = self.emu.as_mut() {
+                emu.queue.extend(out);
             }
         }
     }

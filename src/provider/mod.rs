@@ -7,14 +7,18 @@
 //! connects to the store (this module does not name `store`).
 
 mod catalog;
+pub mod emulation;
 mod error;
 mod gateway;
+mod health;
 mod recorder;
 mod retry;
+pub mod tokens;
 mod upstream;
 
 pub use catalog::{Catalog, ModelEntry, ProviderEntry, Route, model_id};
 pub use error::ProviderError;
-pub use gateway::{CallContext, CallFailure, CallStream, Gateway, GatewayOptions, Timings};
+pub use gateway::{CallContext, CallFailure, CallStream, Gateway, GatewayOptions, Timings, TokenCount};
+pub use health::ProviderHealth;
 pub use recorder::{Ack, CallSink, NullSink};
 pub use retry::parse_retry_after;

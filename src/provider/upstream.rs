@@ -73,6 +73,58 @@ pub fn prepare(route: &Route, req: &model::Request, key: Option<&SecretString>) 
     Ok(Prepared { url, headers, body: Bytes::from(body), kind: p.kind })
 }
 
+/// Asks an Anthropic-kind provider to count the input tokens of `req`
+/// (`{base_url}/messages/count_tokens`, non-streaming JSON `{"input_tokens": N}`).
+pub async fn count_tokens(
+    http: &reqwest::Client,
+    route: &Route,
+    req: &model::Request,
+    key: Option<&SecretString>,
+) -> Result<u64, ProviderError> {
+    let p: &ProviderEntry = &route.provider;
+    let opts = anthropic::EncodeOptions { default_max_tokens: route.model.max_output_tokens.unwrap_or(8192) };
+    let mut body = anthropic::encode_request(req, &route.model.upstream, &opts);
+    if let Some(o) = body.as_object_mut() {
+        // The count endpoint takes the prompt only.
+        for field in
+            ["max_tokens", "stream", "temperature", "top_p", "top_k", "stop_sequences", "metadata", "service_tier"]
+        {
+            o.remove(field);
+        }
+    }
+    let mut headers = HeaderMap::new();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert("anthropic-version", HeaderValue::from_static(ANTHROPIC_VERSION));
+    if let Some(key) = key {
+        let mut v = HeaderValue::from_str(key.expose_secret())
+            .map_err(|_| ProviderError::Connect(format!("provider `{}`: the key has invalid characters", p.name)))?;
+        v.set_sensitive(true);
+        headers.insert("x-api-key", v);
+    }
+    let resp = http
+        .post(format!("{}/messages/count_tokens", p.base_url))
+        .headers(headers)
+        .json(&body)
+        .send()
+        .await
+        .map_err(|e| ProviderError::Connect(describe(&e)))?;
+    let status = resp.status().as_u16();
+    let bytes = read_capped(resp, 64 * 1024).await;
+    if !(200..300).contains(&status) {
+        return Err(ProviderError::Upstream {
+            status,
+            info: anthropic::decode_error(status, &bytes),
+            retry_after: None,
+        });
+    }
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| ProviderError::Malformed(e.to_string()))?;
+    value
+        .get("input_tokens")
+        .and_then(serde_json::Value::as_u64)
+        .ok_or_else(|| ProviderError::Malformed("count_tokens answer without input_tokens".into()))
+}
+
 /// Sends one attempt and waits for the response head. Non-2xx statuses become
 /// [`ProviderError::Upstream`] with the upstream's error decoded in its dialect.
 pub async fn send(http: &reqwest::Client, p: &Prepared) -> Result<reqwest::Response, ProviderError> {

@@ -53,6 +53,9 @@ fn finish(id: &str, finished_ms: i64, status: CallStatus, tokens: u64) -> CallFi
         error_message: None,
         request_body: Some("{\"req\":1}".into()),
         response_body: Some("{\"resp\":1}".into()),
+        model_id: None,
+        provider: None,
+        upstream_model: None,
     }
 }
 

@@ -275,10 +275,11 @@ fn apply_finish(conn: &Connection, f: &CallFinish) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(
         "INSERT INTO calls (id, started_ms, finished_ms, status, http_status, input_tokens, output_tokens, \
          cache_read_tokens, cache_write_tokens, reasoning_tokens, usage_estimated, cost_micros, price_version, \
-         ttft_ms, total_ms, retries, error_kind, error_message, request_body, response_body) \
+         ttft_ms, total_ms, retries, error_kind, error_message, request_body, response_body, model_id, provider, \
+         upstream_model) \
          VALUES (:id, :finished_ms - :total_ms, :finished_ms, :status, :http_status, :input, :output, :cache_read, \
          :cache_write, :reasoning, :estimated, :cost, :price_version, :ttft_ms, :total_ms, :retries, :error_kind, \
-         :error_message, :request_body, :response_body) \
+         :error_message, :request_body, :response_body, :model_id, :provider, :upstream_model) \
          ON CONFLICT (id) DO UPDATE SET finished_ms = excluded.finished_ms, status = excluded.status, \
          http_status = excluded.http_status, input_tokens = excluded.input_tokens, \
          output_tokens = excluded.output_tokens, cache_read_tokens = excluded.cache_read_tokens, \
@@ -287,7 +288,10 @@ fn apply_finish(conn: &Connection, f: &CallFinish) -> rusqlite::Result<()> {
          price_version = excluded.price_version, ttft_ms = excluded.ttft_ms, total_ms = excluded.total_ms, \
          retries = excluded.retries, error_kind = excluded.error_kind, error_message = excluded.error_message, \
          request_body = COALESCE(excluded.request_body, calls.request_body), \
-         response_body = excluded.response_body \
+         response_body = excluded.response_body, \
+         model_id = COALESCE(excluded.model_id, calls.model_id), \
+         provider = COALESCE(excluded.provider, calls.provider), \
+         upstream_model = COALESCE(excluded.upstream_model, calls.upstream_model) \
          WHERE calls.status = 'in_flight'",
     )?;
     let changed = stmt.execute(named_params! {
@@ -310,6 +314,9 @@ fn apply_finish(conn: &Connection, f: &CallFinish) -> rusqlite::Result<()> {
         ":error_message": f.error_message,
         ":request_body": f.request_body,
         ":response_body": f.response_body,
+        ":model_id": f.model_id,
+        ":provider": f.provider,
+        ":upstream_model": f.upstream_model,
     })?;
     if changed > 0 {
         add_to_rollup(conn, &f.id)?;

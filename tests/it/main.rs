@@ -3,9 +3,12 @@
 mod support;
 
 mod bad_input;
+mod count_tokens;
 mod durability;
+mod emulation;
 mod faults;
 mod layering;
 mod proxy;
+mod routing;
 mod setup;
 mod transcripts;

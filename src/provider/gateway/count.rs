@@ -1,0 +1,155 @@
+//! `count_tokens`: the provider's own count when its kind offers one (Anthropic), else a local
+//! estimate; always said which, and recorded as a call row.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::config::ProviderKind;
+use crate::model::{self, CallFinish, CallStart, CallStatus, Usage};
+use crate::provider::emulation;
+use crate::provider::error::ProviderError;
+use crate::provider::gateway::{CallContext, Gateway, now_ms};
+use crate::provider::tokens::{self, Family};
+use crate::provider::upstream;
+
+/// A token count and whether the provider made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenCount {
+    pub input_tokens: u64,
+    /// True when the provider counted; false for the local estimate.
+    pub exact: bool,
+}
+
+impl TokenCount {
+    /// `exact` or `estimate` (the `x-keyhaven-token-count` header).
+    pub fn label(&self) -> &'static str {
+        if self.exact { "exact" } else { "estimate" }
+    }
+}
+
+impl Gateway {
+    /// Counts the input tokens of `req` for its model (a group counts for its first model).
+    /// Emulated-tools models count the prompt they would really get (contract included). A
+    /// provider count that fails falls back to the estimate, which the answer says it is.
+    /// The call row has dialect `ctx.dialect`, zero usage (counting is not billed), and the
+    /// answer as its response body: `{"input_tokens": N, "token_count": "exact"|"estimate"}`.
+    pub async fn count_tokens(&self, req: model::Request, ctx: CallContext) -> Result<TokenCount, ProviderError> {
+        let started = Instant::now();
+        let started_ms = now_ms();
+        let route = self.catalog().candidates(&req.model).into_iter().next();
+        let ack = self.sink.start(CallStart {
+            id: ctx.id.clone(),
+            started_ms,
+            dialect: ctx.dialect.to_owned(),
+            client: ctx.client.clone(),
+            model: req.model.clone(),
+            model_id: route.as_ref().map(|r| r.model.id.clone()),
+            provider: route.as_ref().map(|r| r.provider.name.clone()),
+            upstream_model: route.as_ref().map(|r| r.model.upstream.clone()),
+            stream: false,
+            request_body: None,
+        });
+        let result = match &route {
+            None => Err(ProviderError::UnknownModel(req.model.clone())),
+            Some(route) => {
+                let req = if emulation::applies(&route.model, &req) { emulation::rewrite(&req) } else { req };
+                let exact = match route.provider.kind {
+                    ProviderKind::Anthropic => self.provider_count(route, &req, &ctx).await,
+                    ProviderKind::Openai => None,
+                };
+                Ok(match exact {
+                    Some(n) => TokenCount { input_tokens: n, exact: true },
+                    None => {
+                        let claude = route.provider.kind == ProviderKind::Anthropic
+                            || route.model.upstream.to_ascii_lowercase().contains("claude");
+                        let family = if claude { Family::Claude } else { Family::Openai };
+                        TokenCount { input_tokens: tokens::estimate(&req, family), exact: false }
+                    }
+                })
+            }
+        };
+        ack.await;
+        let total_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
+        let (status, http_status, error_kind, error_message, response_body) = match &result {
+            Ok(c) => (
+                CallStatus::Ok,
+                Some(200),
+                None,
+                None,
+                Some(serde_json::json!({"input_tokens": c.input_tokens, "token_count": c.label()}).to_string()),
+            ),
+            Err(e) => (CallStatus::Error, Some(e.status()), Some(e.kind().to_owned()), Some(e.to_string()), None),
+        };
+        let request_body = (self.opts.capture_bodies)
+            .then(|| {
+                ctx.request_body
+                    .as_ref()
+                    .map(|b| String::from_utf8_lossy(b).chars().take(self.opts.body_capture_limit).collect())
+            })
+            .flatten();
+        self.sink
+            .finish(CallFinish {
+                id: ctx.id.clone(),
+                finished_ms: now_ms(),
+                status,
+                http_status,
+                usage: Usage::default(),
+                usage_estimated: false,
+                cost_micros: None,
+                price_version: None,
+                ttft_ms: None,
+                total_ms,
+                retries: 0,
+                error_kind,
+                error_message,
+                request_body,
+                response_body,
+                model_id: None,
+                provider: None,
+                upstream_model: None,
+            })
+            .await;
+        result
+    }
+
+    /// The provider's count, or `None` (logged) when it cannot give one.
+    async fn provider_count(
+        &self,
+        route: &crate::provider::Route,
+        req: &model::Request,
+        ctx: &CallContext,
+    ) -> Option<u64> {
+        let key = match &route.provider.key {
+            None => None,
+            Some(key_ref) => {
+                let secrets = self.secrets.clone();
+                let key_ref = key_ref.clone();
+                match tokio::task::spawn_blocking(move || secrets.resolve(&key_ref)).await {
+                    Ok(Ok(k)) => Some(k),
+                    _ => {
+                        tracing::warn!(call = %ctx.id, provider = %route.provider.name, "count_tokens: no usable key; estimating");
+                        return None;
+                    }
+                }
+            }
+        };
+        let t = self.opts.timeouts.with(&route.model.timeouts);
+        let wait = Duration::from_millis(t.first_byte);
+        let counted = tokio::select! {
+            biased;
+            () = ctx.cancel.cancelled() => Err(ProviderError::Canceled),
+            r = tokio::time::timeout(wait, upstream::count_tokens(&self.http, route, req, key.as_ref())) => {
+                r.unwrap_or(Err(ProviderError::Timeout(wait, "waiting for the token count")))
+            }
+        };
+        match counted {
+            Ok(n) => Some(n),
+            Err(e) => {
+                let e = e.redacted(key.as_ref());
+                tracing::warn!(call = %ctx.id, provider = %route.provider.name, error = %e, "count_tokens: the provider could not count; estimating");
+                None
+            }
+        }
+    }
+}
