@@ -1,10 +1,12 @@
-//! HTTP entry points: the OpenAI- and Anthropic-compatible gateway endpoints.
+//! HTTP entry points: the OpenAI- (Chat Completions and Responses) and Anthropic-compatible
+//! gateway endpoints.
 //!
 //! Handlers are thin: decode with the inbound dialect, call [`crate::provider::Gateway`], encode.
 //! Every request passes the local-endpoint [`guard`] (exact Host, Origin, JSON-only POST).
 //! [`error::ApiError`] is the one place that maps an error to a status and a body in the
 //! caller's dialect.
 
+mod conversations;
 mod error;
 mod gateway;
 mod guard;
@@ -15,6 +17,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::{get, post};
 
+pub use conversations::Conversations;
 pub use error::ApiError;
 pub use guard::GuardConfig;
 pub use inbound::Inbound;
@@ -29,6 +32,8 @@ pub struct ApiState {
     pub max_request_bytes: usize,
     /// Cancelled at engine shutdown; every call takes a child token.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// Finished Responses conversations, for `previous_response_id` (memory only).
+    pub conversations: Arc<Conversations>,
 }
 
 /// The gateway router. Tests drive it with `oneshot` or a server on port 0.
@@ -37,6 +42,7 @@ pub fn router(state: ApiState) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(gateway::chat_completions))
         .route("/v1/messages", post(gateway::messages))
+        .route("/v1/responses", post(gateway::responses))
         .route("/v1/models", get(gateway::models))
         .route("/health", get(gateway::health))
         .fallback(gateway::not_found)

@@ -124,6 +124,7 @@ impl Engine {
             guard: Arc::new(GuardConfig::for_listener(addr)),
             max_request_bytes: server.max_request_bytes,
             shutdown: spawner.root_token().child_token(),
+            conversations: Arc::new(api::Conversations::default()),
         };
         let token = spawner.root_token().clone();
         let app = api::router(state);

@@ -83,6 +83,9 @@ pub enum ProviderKind {
     /// OpenAI Chat Completions and every compatible vendor.
     Openai,
     Anthropic,
+    /// The OpenAI Responses API (`POST {base_url}/responses`).
+    #[serde(rename = "openai-responses", alias = "openai_responses")]
+    OpenaiResponses,
 }
 
 impl ProviderKind {
@@ -90,6 +93,7 @@ impl ProviderKind {
         match self {
             ProviderKind::Openai => "openai",
             ProviderKind::Anthropic => "anthropic",
+            ProviderKind::OpenaiResponses => "openai-responses",
         }
     }
 }

@@ -100,7 +100,10 @@ fn decode_effort(effort: &str) -> Result<Effort, DecodeError> {
     })
 }
 
-fn decode_tool(i: usize, tool: crate::dialect::openai_responses::types::InTool) -> Result<Option<ToolDef>, DecodeError> {
+fn decode_tool(
+    i: usize,
+    tool: crate::dialect::openai_responses::types::InTool,
+) -> Result<Option<ToolDef>, DecodeError> {
     let kind = tool.kind.as_deref().unwrap_or("function");
     if kind != "function" {
         tracing::warn!(tool_type = kind, "responses: tool type without a canonical counterpart skipped");
@@ -319,7 +322,9 @@ fn decode_content(path: &str, content: Option<Content>, role: Role) -> Result<Ve
 fn decode_part(path: &str, part: InPart, role: Role) -> Result<Option<Part>, DecodeError> {
     let text_of = |text: Option<String>, field: &str| match text {
         Some(t) => Ok(t),
-        None => Err(DecodeError::Field { path: format!("{path}.{field}"), message: format!("missing field `{field}`") }),
+        None => {
+            Err(DecodeError::Field { path: format!("{path}.{field}"), message: format!("missing field `{field}`") })
+        }
     };
     match part.kind.as_str() {
         "input_text" | "output_text" | "text" => {
@@ -432,7 +437,9 @@ pub(crate) fn output_parts(items: Vec<InItem>) -> Result<Vec<Part>, DecodeError>
                 let id = item.call_id.filter(|c| !c.is_empty()).unwrap_or_else(|| format!("call_{i}"));
                 parts.push(Part::ToolUse { id, name: item.name.unwrap_or_default(), input });
             }
-            other => tracing::warn!(item_type = other, "responses: output item without a canonical counterpart skipped"),
+            other => {
+                tracing::warn!(item_type = other, "responses: output item without a canonical counterpart skipped")
+            }
         }
     }
     Ok(parts)
@@ -493,7 +500,8 @@ pub(crate) fn error_from_json(value: &Value, base: ErrorKind) -> Option<ErrorInf
         _ => Some(value),
     }?;
     let message = obj.get("message").and_then(Value::as_str).filter(|m| !m.trim().is_empty())?;
-    let code = obj.get("code").and_then(|c| c.as_str().map(str::to_owned).or_else(|| c.as_i64().map(|n| n.to_string())));
+    let code =
+        obj.get("code").and_then(|c| c.as_str().map(str::to_owned).or_else(|| c.as_i64().map(|n| n.to_string())));
     let kind_hint = obj.get("type").and_then(Value::as_str).filter(|t| *t != "error");
     Some(ErrorInfo {
         kind: refine_kind(base, kind_hint, code.as_deref()),

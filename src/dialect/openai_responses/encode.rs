@@ -336,7 +336,9 @@ fn encode_assistant(parts: &[&Part], out: &mut Vec<Value>) {
     let mut text = String::new();
     let flush = |text: &mut String, out: &mut Vec<Value>| {
         if !text.is_empty() {
-            out.push(json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}));
+            out.push(
+                json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}),
+            );
             text.clear();
         }
     };
@@ -345,13 +347,14 @@ fn encode_assistant(parts: &[&Part], out: &mut Vec<Value>) {
             Part::Text { text: t, .. } => text.push_str(t),
             Part::Thinking { text: t, signature: Some(signature) } => {
                 flush(&mut text, out);
-                let summary =
-                    if t.is_empty() { Vec::new() } else { vec![json!({"type": "summary_text", "text": t})] };
+                let summary = if t.is_empty() { Vec::new() } else { vec![json!({"type": "summary_text", "text": t})] };
                 out.push(json!({"type": "reasoning", "summary": summary, "encrypted_content": signature}));
             }
             Part::ToolUse { id, name, input } => {
                 flush(&mut text, out);
-                out.push(json!({"type": "function_call", "call_id": id, "name": name, "arguments": arguments_string(input)}));
+                out.push(
+                    json!({"type": "function_call", "call_id": id, "name": name, "arguments": arguments_string(input)}),
+                );
             }
             Part::Thinking { signature: None, .. } | Part::RedactedThinking { .. } => {}
             Part::Image { .. } | Part::ToolResult { .. } => {}

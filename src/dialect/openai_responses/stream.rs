@@ -114,7 +114,12 @@ impl StreamEncoder {
         item_id(&self.id, prefix, n)
     }
 
-    fn head<'a>(&'a self, status: &'a str, incomplete: Option<&'a str>, error: Option<&'a ErrorInfo>) -> ResponseHead<'a> {
+    fn head<'a>(
+        &'a self,
+        status: &'a str,
+        incomplete: Option<&'a str>,
+        error: Option<&'a ErrorInfo>,
+    ) -> ResponseHead<'a> {
         ResponseHead {
             id: &self.id,
             model: &self.model,
@@ -586,9 +591,8 @@ impl StreamDecoder {
         let index = self.next_tool;
         self.next_tool += 1;
         self.saw_tool = true;
-        let call_id = str_field(item, "call_id")
-            .filter(|c| !c.is_empty())
-            .map_or_else(|| format!("call_{index}"), str::to_owned);
+        let call_id =
+            str_field(item, "call_id").filter(|c| !c.is_empty()).map_or_else(|| format!("call_{index}"), str::to_owned);
         ItemKind::Tool {
             index,
             call_id,
@@ -716,9 +720,10 @@ impl StreamDecoder {
         if self.items.is_empty()
             && let Some(output) = resp.get("output").cloned()
         {
-            match serde_json::from_value::<Vec<InItem>>(output).map_err(|e| e.to_string()).and_then(|items| {
-                output_parts(items).map_err(|e| e.to_string())
-            }) {
+            match serde_json::from_value::<Vec<InItem>>(output)
+                .map_err(|e| e.to_string())
+                .and_then(|items| output_parts(items).map_err(|e| e.to_string()))
+            {
                 Ok(parts) => self.parts_events(parts, out),
                 Err(err) => tracing::warn!(%err, "responses: unreadable output in the final response skipped"),
             }
@@ -814,11 +819,10 @@ fn reasoning_events(item: &Value, with_text: bool, out: &mut Vec<StreamEvent>) {
             out.push(StreamEvent::ThinkingDelta { text });
         }
     }
-    match str_field(item, "encrypted_content").filter(|e| !e.is_empty()) {
-        Some(enc) => match enc.strip_prefix(REDACTED_PREFIX) {
+    if let Some(enc) = str_field(item, "encrypted_content").filter(|e| !e.is_empty()) {
+        match enc.strip_prefix(REDACTED_PREFIX) {
             Some(data) => out.push(StreamEvent::RedactedThinking { data: data.to_owned() }),
             None => out.push(StreamEvent::ThinkingSignature { signature: enc.to_owned() }),
-        },
-        None => {}
+        }
     }
 }
