@@ -316,7 +316,7 @@ fn request_round_trip_through_encode_request() {
             .filter(|m| !m.content.is_empty())
             .collect();
         // Assistant text runs are merged into one message item.
-        let merged = |msgs: &[model::Message]| -> Vec<(Role, String, Vec<(String, String, Value)>)> {
+        let merged = |msgs: &[model::Message]| -> Vec<Summary> {
             msgs.iter().map(|m| (m.role, text_of(&m.content), tool_uses(&m.content))).collect()
         };
         assert_eq!(merged(&second.messages), merged(&sendable), "{name}: messages");
@@ -342,6 +342,9 @@ fn codex_request_round_trips_exactly() {
     assert_eq!(body["reasoning"], json!({"effort": "medium", "summary": "auto"}));
     assert_eq!(body["include"], json!(["reasoning.encrypted_content"]));
 }
+
+/// A message as role, text and tool calls.
+type Summary = (Role, String, Vec<(String, String, Value)>);
 
 fn first_text(m: &model::Message) -> String {
     text_of(&m.content)
