@@ -96,6 +96,14 @@ impl ProviderKind {
             ProviderKind::OpenaiResponses => "openai-responses",
         }
     }
+
+    /// The vendor whose section of the price table applies: both OpenAI APIs bill alike.
+    pub fn price_vendor(self) -> &'static str {
+        match self {
+            ProviderKind::Openai | ProviderKind::OpenaiResponses => "openai",
+            ProviderKind::Anthropic => "anthropic",
+        }
+    }
 }
 
 /// Where a provider's key comes from. Never the key itself.

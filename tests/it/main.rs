@@ -6,4 +6,5 @@ mod bad_input;
 mod durability;
 mod faults;
 mod layering;
+mod responses;
 mod transcripts;
