@@ -47,7 +47,7 @@ fn template_is_valid_and_empty() {
         .map(|l| format!("{l}\n"))
         .collect();
     let c = load_str("t.toml", &uncommented).expect("uncommented template parses");
-    assert_eq!(c.providers.len(), 2);
+    assert_eq!(c.providers.len(), 3);
     assert_eq!(c.models.len(), 2);
 }
 
