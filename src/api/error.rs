@@ -16,6 +16,9 @@ pub struct ApiError {
     pub status: StatusCode,
     pub info: ErrorInfo,
     pub retry_after: Option<Duration>,
+    /// A more specific `code` (and the `param` it is about) for OpenAI-shaped bodies, e.g.
+    /// `previous_response_not_found`.
+    pub code: Option<(&'static str, &'static str)>,
 }
 
 impl ApiError {
@@ -25,6 +28,7 @@ impl ApiError {
             status: status_of(kind),
             info: ErrorInfo { kind, message: message.into() },
             retry_after: None,
+            code: None,
         }
     }
 
@@ -34,7 +38,13 @@ impl ApiError {
 
     pub fn provider(dialect: Inbound, err: &ProviderError) -> ApiError {
         let status = StatusCode::from_u16(err.status()).unwrap_or(StatusCode::BAD_GATEWAY);
-        ApiError { dialect, status, info: err.info(), retry_after: err.retry_after() }
+        ApiError { dialect, status, info: err.info(), retry_after: err.retry_after(), code: None }
+    }
+
+    /// Sets the `code` and `param` of an OpenAI-shaped error body.
+    pub fn with_code(mut self, code: &'static str, param: &'static str) -> ApiError {
+        self.code = Some((code, param));
+        self
     }
 
     pub fn kind(&self) -> &'static str {
@@ -60,7 +70,14 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = self.dialect.encode_error(&self.info);
+        let mut body = self.dialect.encode_error(&self.info);
+        if let Some((code, param)) = self.code
+            && let Some(serde_json::Value::Object(err)) = body.get_mut("error")
+            && err.contains_key("code")
+        {
+            err.insert("code".into(), serde_json::Value::from(code));
+            err.insert("param".into(), serde_json::Value::from(param));
+        }
         let mut resp = (self.status, axum::Json(body)).into_response();
         if let Some(after) = self.retry_after {
             // Passed through so the client's own SDK backs off.

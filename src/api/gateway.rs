@@ -1,4 +1,8 @@
-//! Gateway handlers: `/v1/chat/completions`, `/v1/messages`, `/v1/models`.
+//! Gateway handlers: `/v1/chat/completions`, `/v1/messages`, `/v1/responses`, `/v1/models`.
+//!
+//! All three inference routes share [`handle`]. `/v1/responses` also expands
+//! `previous_response_id` from the in-memory [`Conversations`] before the call, and keeps each
+//! finished answer's conversation there under the response id the client sees.
 
 use std::convert::Infallible;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -10,10 +14,13 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use tokio::time::Instant;
 
-use crate::api::{ApiError, ApiState, Inbound};
+use std::sync::Arc;
+
+use crate::api::{ApiError, ApiState, Conversations, Inbound};
 use crate::dialect::openai_chat::StreamOptions;
+use crate::dialect::openai_responses;
 use crate::dialect::sse::KEEPALIVE;
-use crate::model::ErrorKind;
+use crate::model::{self, Accumulator, ErrorKind, Message, Role, StreamEvent};
 use crate::provider::{CallContext, CallStream};
 
 /// How long a stream may be silent before a keep-alive comment goes to the client.
@@ -25,6 +32,49 @@ pub async fn chat_completions(State(state): State<ApiState>, headers: HeaderMap,
 
 pub async fn messages(State(state): State<ApiState>, headers: HeaderMap, body: Body) -> Response {
     handle(state, Inbound::Anthropic, headers, body).await
+}
+
+pub async fn responses(State(state): State<ApiState>, headers: HeaderMap, body: Body) -> Response {
+    handle(state, Inbound::OpenaiResponses, headers, body).await
+}
+
+/// A Responses call's conversation, kept under its response id once the answer is complete.
+struct Chain {
+    store: Arc<Conversations>,
+    response_id: String,
+    /// What was sent, without this request's `instructions`.
+    history: Vec<Message>,
+}
+
+impl Chain {
+    fn save(mut self, answer: &model::Response) {
+        if !answer.content.is_empty() {
+            self.history.push(Message { role: Role::Assistant, content: answer.content.clone() });
+        }
+        self.store.put(self.response_id, self.history);
+    }
+}
+
+/// Decodes a Responses request and puts the conversation named by `previous_response_id` in
+/// front of its input (after its own instructions).
+fn decode_responses(state: &ApiState, body: &[u8], id: &str) -> Result<(model::Request, Chain), ApiError> {
+    let dialect = Inbound::OpenaiResponses;
+    let (mut req, opts) = openai_responses::decode_request(body).map_err(|e| ApiError::decode(dialect, &e))?;
+    let mut messages = std::mem::take(&mut req.messages);
+    let instructions = if opts.has_instructions && !messages.is_empty() { Some(messages.remove(0)) } else { None };
+    let mut history = Vec::new();
+    if let Some(prev) = &opts.previous_response_id {
+        let Some(prior) = state.conversations.get(prev) else {
+            let msg = format!("Previous response with id '{prev}' not found.");
+            return Err(ApiError::new(dialect, ErrorKind::InvalidRequest, msg)
+                .with_code("previous_response_not_found", "previous_response_id"));
+        };
+        history.extend(prior.iter().cloned());
+    }
+    history.extend(messages);
+    req.messages = instructions.into_iter().chain(history.iter().cloned()).collect();
+    let response_id = format!("resp_{}", id.strip_prefix("kh-").unwrap_or(id));
+    Ok((req, Chain { store: state.conversations.clone(), response_id, history }))
 }
 
 fn new_request_id() -> String {
@@ -60,9 +110,14 @@ async fn handle(state: ApiState, dialect: Inbound, headers: HeaderMap, body: Bod
             );
         }
     };
-    let (req, dialect) = match dialect.decode(&body) {
+    let decoded = if dialect == Inbound::OpenaiResponses {
+        decode_responses(&state, &body, &id).map(|(req, chain)| (req, dialect, Some(chain)))
+    } else {
+        dialect.decode(&body).map(|(req, d)| (req, d, None)).map_err(|e| ApiError::decode(dialect, &e))
+    };
+    let (req, dialect, chain) = match decoded {
         Ok(r) => r,
-        Err(e) => return with_headers(ApiError::decode(dialect, &e).into_response(), &id, arrived, None),
+        Err(e) => return with_headers(e.into_response(), &id, arrived, None),
     };
     let stream = req.stream;
     let model = req.model.clone();
@@ -84,7 +139,11 @@ async fn handle(state: ApiState, dialect: Inbound, headers: HeaderMap, body: Bod
             return with_headers(resp, &id, arrived, Some(f.upstream_wait));
         }
     };
-    if stream { stream_response(call, dialect, &id, &model) } else { whole_response(call, dialect, &id, &model).await }
+    if stream {
+        stream_response(call, dialect, &id, &model, chain)
+    } else {
+        whole_response(call, dialect, &id, &model, chain).await
+    }
 }
 
 /// Adds the request id and, when the call timings are known, the overhead header. Without
@@ -125,7 +184,7 @@ fn fallback_headers(h: &mut HeaderMap, fallbacks: &[String]) {
     }
 }
 
-async fn whole_response(call: CallStream, dialect: Inbound, id: &str, model: &str) -> Response {
+async fn whole_response(call: CallStream, dialect: Inbound, id: &str, model: &str, chain: Option<Chain>) -> Response {
     let mut head = Response::new(Body::empty());
     route_headers(&mut head, &call);
     let started = call.timings().started;
@@ -135,6 +194,11 @@ async fn whole_response(call: CallStream, dialect: Inbound, id: &str, model: &st
             resp.model = model.to_owned();
             if resp.id.is_empty() {
                 resp.id = id.to_owned();
+            }
+            if let Some(chain) = chain {
+                // The client may send this id back as `previous_response_id`.
+                resp.id.clone_from(&chain.response_id);
+                chain.save(&resp);
             }
             (StatusCode::OK, axum::Json(dialect.encode_response(&resp))).into_response()
         }
@@ -147,31 +211,42 @@ async fn whole_response(call: CallStream, dialect: Inbound, id: &str, model: &st
     with_headers(resp, id, started, Some(upstream))
 }
 
-fn stream_response(call: CallStream, dialect: Inbound, id: &str, model: &str) -> Response {
-    let encoder = dialect.stream_encoder(id, model, now_ms());
+fn stream_response(call: CallStream, dialect: Inbound, id: &str, model: &str, chain: Option<Chain>) -> Response {
+    let response_id = chain.as_ref().map_or(id, |c| c.response_id.as_str());
+    let encoder = dialect.stream_encoder(response_id, model, now_ms());
+    // A Responses stream keeps its answer, to save the conversation once it completes.
+    let chain = chain.map(|c| (c, Accumulator::new()));
     let mut head = Response::new(Body::empty());
     route_headers(&mut head, &call);
     let t = call.timings();
     let upstream = t.first_event.duration_since(t.started).saturating_sub(t.prepare);
-    let body = futures::stream::unfold(Some((call, encoder)), |state| async move {
-        let (mut call, mut encoder) = state?;
+    let body = futures::stream::unfold(Some((call, encoder, chain)), |state| async move {
+        let (mut call, mut encoder, mut chain) = state?;
         let mut out = String::new();
         loop {
             tokio::select! {
                 ev = call.next() => match ev {
                     Some(ev) => {
+                        if matches!(ev, StreamEvent::Error { .. }) {
+                            chain = None;
+                        } else if let Some((_, acc)) = chain.as_mut() {
+                            acc.push(&ev);
+                        }
                         encoder.encode(&ev, &mut out);
                         if !out.is_empty() {
-                            return Some((Ok::<_, Infallible>(Bytes::from(out)), Some((call, encoder))));
+                            return Some((Ok::<_, Infallible>(Bytes::from(out)), Some((call, encoder, chain))));
                         }
                     }
                     None => {
                         encoder.finish(&mut out);
+                        if let Some((chain, acc)) = chain {
+                            chain.save(&acc.finish(0));
+                        }
                         return Some((Ok(Bytes::from(out)), None));
                     }
                 },
                 () = tokio::time::sleep(KEEPALIVE_EVERY) => {
-                    return Some((Ok(Bytes::from_static(KEEPALIVE.as_bytes())), Some((call, encoder))));
+                    return Some((Ok(Bytes::from_static(KEEPALIVE.as_bytes())), Some((call, encoder, chain))));
                 }
             }
         }
@@ -212,10 +287,6 @@ pub async fn health() -> Response {
 }
 
 pub async fn not_found(uri: axum::http::Uri) -> Response {
-    let dialect = if uri.path().starts_with("/v1/messages") {
-        Inbound::Anthropic
-    } else {
-        Inbound::OpenaiChat(StreamOptions::default())
-    };
+    let dialect = Inbound::for_path(uri.path());
     ApiError::new(dialect, ErrorKind::NotFound, format!("no route for {}", uri.path())).into_response()
 }

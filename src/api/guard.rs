@@ -12,7 +12,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::api::{ApiError, Inbound};
-use crate::dialect::openai_chat::StreamOptions;
 use crate::model::ErrorKind;
 
 /// The response header with the time spent inside Keyhaven.
@@ -40,10 +39,6 @@ impl GuardConfig {
     }
 }
 
-fn dialect_for(path: &str) -> Inbound {
-    if path.starts_with("/v1/messages") { Inbound::Anthropic } else { Inbound::OpenaiChat(StreamOptions::default()) }
-}
-
 pub async fn check(State(cfg): State<Arc<GuardConfig>>, req: Request, next: Next) -> Response {
     let started = tokio::time::Instant::now();
     let mut resp = admit(&cfg, req, next).await;
@@ -58,7 +53,7 @@ pub async fn check(State(cfg): State<Arc<GuardConfig>>, req: Request, next: Next
 }
 
 async fn admit(cfg: &GuardConfig, req: Request, next: Next) -> Response {
-    let dialect = dialect_for(req.uri().path());
+    let dialect = Inbound::for_path(req.uri().path());
     let headers = req.headers();
     let host =
         headers.get(header::HOST).and_then(|h| h.to_str().ok()).or_else(|| req.uri().authority().map(|a| a.as_str()));

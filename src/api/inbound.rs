@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::dialect::{DecodeError, anthropic, openai_chat};
+use crate::dialect::{DecodeError, anthropic, openai_chat, openai_responses};
 use crate::model::{self, ErrorInfo, StreamEvent};
 
 /// The dialect a request arrived in, with its per-request stream options.
@@ -11,6 +11,9 @@ use crate::model::{self, ErrorInfo, StreamEvent};
 pub enum Inbound {
     OpenaiChat(openai_chat::StreamOptions),
     Anthropic,
+    /// `/v1/responses`. Its per-request options (`previous_response_id`, ...) are handled by the
+    /// handler before the call, so none travel here.
+    OpenaiResponses,
 }
 
 impl Inbound {
@@ -18,6 +21,7 @@ impl Inbound {
         match self {
             Inbound::OpenaiChat(_) => "openai_chat",
             Inbound::Anthropic => "anthropic",
+            Inbound::OpenaiResponses => "openai_responses",
         }
     }
 
@@ -26,6 +30,9 @@ impl Inbound {
         match self {
             Inbound::OpenaiChat(_) => openai_chat::decode_request(body).map(|(r, o)| (r, Inbound::OpenaiChat(o))),
             Inbound::Anthropic => anthropic::decode_request(body).map(|r| (r, Inbound::Anthropic)),
+            Inbound::OpenaiResponses => {
+                openai_responses::decode_request(body).map(|(r, _)| (r, Inbound::OpenaiResponses))
+            }
         }
     }
 
@@ -33,6 +40,7 @@ impl Inbound {
         match self {
             Inbound::OpenaiChat(_) => openai_chat::encode_response(resp),
             Inbound::Anthropic => anthropic::encode_response(resp),
+            Inbound::OpenaiResponses => openai_responses::encode_response(resp),
         }
     }
 
@@ -40,6 +48,7 @@ impl Inbound {
         match self {
             Inbound::OpenaiChat(_) => openai_chat::encode_error(error),
             Inbound::Anthropic => anthropic::encode_error(error),
+            Inbound::OpenaiResponses => openai_responses::encode_error(error),
         }
     }
 
@@ -49,6 +58,20 @@ impl Inbound {
                 StreamEncoder::OpenaiChat(openai_chat::StreamEncoder::new(id, model, created_ms, opts))
             }
             Inbound::Anthropic => StreamEncoder::Anthropic(anthropic::StreamEncoder::new(id, model)),
+            Inbound::OpenaiResponses => {
+                StreamEncoder::OpenaiResponses(openai_responses::StreamEncoder::new(id, model, created_ms))
+            }
+        }
+    }
+
+    /// The inbound dialect of a path (for errors raised before a handler runs).
+    pub fn for_path(path: &str) -> Inbound {
+        if path.starts_with("/v1/messages") {
+            Inbound::Anthropic
+        } else if path.starts_with("/v1/responses") {
+            Inbound::OpenaiResponses
+        } else {
+            Inbound::OpenaiChat(openai_chat::StreamOptions::default())
         }
     }
 }
@@ -57,6 +80,7 @@ impl Inbound {
 pub enum StreamEncoder {
     OpenaiChat(openai_chat::StreamEncoder),
     Anthropic(anthropic::StreamEncoder),
+    OpenaiResponses(openai_responses::StreamEncoder),
 }
 
 impl StreamEncoder {
@@ -64,6 +88,7 @@ impl StreamEncoder {
         match self {
             StreamEncoder::OpenaiChat(e) => e.encode(event, out),
             StreamEncoder::Anthropic(e) => e.encode(event, out),
+            StreamEncoder::OpenaiResponses(e) => e.encode(event, out),
         }
     }
 
@@ -71,6 +96,7 @@ impl StreamEncoder {
         match self {
             StreamEncoder::OpenaiChat(e) => e.finish(out),
             StreamEncoder::Anthropic(e) => e.finish(out),
+            StreamEncoder::OpenaiResponses(e) => e.finish(out),
         }
     }
 }

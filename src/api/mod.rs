@@ -1,4 +1,5 @@
-//! HTTP entry points: the OpenAI- and Anthropic-compatible gateway endpoints.
+//! HTTP entry points: the OpenAI- (Chat Completions and Responses) and Anthropic-compatible
+//! gateway endpoints.
 //!
 //! Handlers are thin: decode with the inbound dialect, call [`crate::provider::Gateway`], encode.
 //! Every request passes the local-endpoint [`guard`] (exact Host, Origin, JSON-only POST).
@@ -6,6 +7,7 @@
 //! caller's dialect.
 
 mod clients;
+mod conversations;
 mod count;
 mod error;
 mod gateway;
@@ -18,6 +20,7 @@ use axum::Router;
 use axum::routing::{get, post};
 
 pub use clients::{ClientDirectory, NoClients};
+pub use conversations::Conversations;
 pub use error::ApiError;
 pub use guard::GuardConfig;
 pub use inbound::Inbound;
@@ -32,6 +35,8 @@ pub struct ApiState {
     pub max_request_bytes: usize,
     /// Cancelled at engine shutdown; every call takes a child token.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// Finished Responses conversations, for `previous_response_id` (memory only).
+    pub conversations: Arc<Conversations>,
     /// Client tokens issued by `keyhaven setup`.
     pub clients: Arc<dyn ClientDirectory>,
     /// Refuse calls that present no known client token.
@@ -51,6 +56,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/chat/completions", post(gateway::chat_completions))
         .route("/v1/messages", post(gateway::messages))
         .route("/v1/messages/count_tokens", post(count::count_tokens))
+        .route("/v1/responses", post(gateway::responses))
         .route("/v1/models", get(gateway::models))
         .route("/health", get(gateway::health))
         .fallback(gateway::not_found)

@@ -157,6 +157,7 @@ impl Engine {
             shutdown: spawner.root_token().child_token(),
             clients: directory,
             require_client_token: server.require_client_token,
+            conversations: Arc::new(api::Conversations::default()),
         };
         let token = spawner.root_token().clone();
         let app = api::router(state);

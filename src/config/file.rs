@@ -195,12 +195,24 @@ pub enum ProviderKind {
     /// OpenAI Chat Completions and every compatible vendor.
     Openai,
     Anthropic,
+    /// The OpenAI Responses API (`POST {base_url}/responses`).
+    #[serde(rename = "openai-responses", alias = "openai_responses")]
+    OpenaiResponses,
 }
 
 impl ProviderKind {
     pub fn as_str(self) -> &'static str {
         match self {
             ProviderKind::Openai => "openai",
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::OpenaiResponses => "openai-responses",
+        }
+    }
+
+    /// The vendor whose section of the price table applies: both OpenAI APIs bill alike.
+    pub fn price_vendor(self) -> &'static str {
+        match self {
+            ProviderKind::Openai | ProviderKind::OpenaiResponses => "openai",
             ProviderKind::Anthropic => "anthropic",
         }
     }

@@ -47,7 +47,7 @@ fn template_is_valid_and_empty() {
         .map(|l| format!("{l}\n"))
         .collect();
     let c = load_str("t.toml", &uncommented).expect("uncommented template parses");
-    assert_eq!(c.providers.len(), 2);
+    assert_eq!(c.providers.len(), 3);
     assert_eq!(c.models.len(), 3);
     assert_eq!(c.groups.len(), 1);
     assert_eq!(c.models[2].tools, crate::config::ToolsMode::Emulated);
@@ -119,4 +119,15 @@ fn is_toml_line(rest: &str) -> bool {
     }
     let Some((key, _)) = rest.split_once(" = ") else { return false };
     !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[test]
+fn openai_responses_kind_parses() {
+    let text = "[[providers]]\nname = \"oa\"\nkind = \"openai-responses\"\nbase_url = \"https://api.openai.com/v1\"\n";
+    let c = load_str("c.toml", text).expect("valid");
+    assert_eq!(c.providers[0].kind, ProviderKind::OpenaiResponses);
+    assert_eq!(c.providers[0].kind.as_str(), "openai-responses");
+    assert_eq!(c.providers[0].kind.price_vendor(), "openai");
+    let text = text.replace("openai-responses", "openai_responses");
+    assert_eq!(load_str("c.toml", &text).expect("alias").providers[0].kind, ProviderKind::OpenaiResponses);
 }

@@ -8,6 +8,7 @@
 
 pub mod anthropic;
 pub mod openai_chat;
+pub mod openai_responses;
 pub mod sse;
 
 use serde::de::DeserializeOwned;

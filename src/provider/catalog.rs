@@ -91,7 +91,7 @@ impl Catalog {
             };
             let key_name = provider.key.as_ref().map_or("", KeyRef::name);
             // OpenAI-compatible vendors have their own sections in the price table.
-            let table_price = [provider.kind.as_str(), "deepseek", "kimi", "qwen"]
+            let table_price = [provider.kind.price_vendor(), "deepseek", "kimi", "qwen"]
                 .iter()
                 .find_map(|vendor| prices.lookup(vendor, &m.upstream));
             let price = match &m.price {

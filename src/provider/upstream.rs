@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use crate::config::ProviderKind;
 use crate::dialect::sse::SseEvent;
-use crate::dialect::{DecodeError, anthropic, openai_chat};
+use crate::dialect::{DecodeError, anthropic, openai_chat, openai_responses};
 use crate::model::{self, ErrorInfo, StreamEvent};
 use crate::provider::error::ProviderError;
 use crate::provider::retry::parse_retry_after;
@@ -67,6 +67,13 @@ pub fn prepare(route: &Route, req: &model::Request, key: Option<&SecretString>) 
             headers.insert("anthropic-version", HeaderValue::from_static(ANTHROPIC_VERSION));
             let opts = anthropic::EncodeOptions { default_max_tokens: route.model.max_output_tokens.unwrap_or(8192) };
             (format!("{}/messages", p.base_url), anthropic::encode_request(req, &route.model.upstream, &opts))
+        }
+        ProviderKind::OpenaiResponses => {
+            if let Some(key) = key {
+                headers.insert(header::AUTHORIZATION, secret_header(format!("Bearer {}", key.expose_secret()))?);
+            }
+            let opts = openai_responses::EncodeOptions { reasoning: route.model.capabilities.thinking };
+            (format!("{}/responses", p.base_url), openai_responses::encode_request(req, &route.model.upstream, &opts))
         }
     };
     let body = serde_json::to_vec(&body).map_err(|e| ProviderError::Malformed(e.to_string()))?;
@@ -150,6 +157,7 @@ pub async fn send(http: &reqwest::Client, p: &Prepared) -> Result<reqwest::Respo
     let info = match p.kind {
         ProviderKind::Openai => openai_chat::decode_error(status, &body),
         ProviderKind::Anthropic => anthropic::decode_error(status, &body),
+        ProviderKind::OpenaiResponses => openai_responses::decode_error(status, &body),
     };
     Err(ProviderError::Upstream { status, info, retry_after })
 }
@@ -190,6 +198,7 @@ fn describe(e: &reqwest::Error) -> String {
 enum Decoder {
     Openai(openai_chat::StreamDecoder),
     Anthropic(anthropic::StreamDecoder),
+    OpenaiResponses(openai_responses::StreamDecoder),
 }
 
 impl Decoder {
@@ -197,6 +206,7 @@ impl Decoder {
         match self {
             Decoder::Openai(d) => d.decode(ev, out),
             Decoder::Anthropic(d) => d.decode(ev, out),
+            Decoder::OpenaiResponses(d) => d.decode(ev, out),
         }
     }
 
@@ -204,6 +214,7 @@ impl Decoder {
         match self {
             Decoder::Openai(d) => d.is_done(),
             Decoder::Anthropic(d) => d.is_done(),
+            Decoder::OpenaiResponses(d) => d.is_done(),
         }
     }
 
@@ -211,6 +222,7 @@ impl Decoder {
         match self {
             Decoder::Openai(d) => d.finish(out),
             Decoder::Anthropic(d) => d.finish(out),
+            Decoder::OpenaiResponses(d) => d.finish(out),
         }
     }
 }
@@ -265,6 +277,7 @@ impl EventStream {
         let decoder = match kind {
             ProviderKind::Openai => Decoder::Openai(openai_chat::StreamDecoder::new()),
             ProviderKind::Anthropic => Decoder::Anthropic(anthropic::StreamDecoder::new()),
+            ProviderKind::OpenaiResponses => Decoder::OpenaiResponses(openai_responses::StreamDecoder::new()),
         };
         EventStream {
             sse,

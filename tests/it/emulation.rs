@@ -66,6 +66,9 @@ fn tools(client: Client) -> Value {
         Client::Openai => json!([
             {"type": "function", "function": {"name": "read_file", "description": "Read a file.", "parameters": schema()}},
             {"type": "function", "function": {"name": "terminal", "description": "Run a command.", "parameters": {"type": "object"}}}]),
+        Client::Responses => json!([
+            {"type": "function", "name": "read_file", "description": "Read a file.", "parameters": schema()},
+            {"type": "function", "name": "terminal", "description": "Run a command.", "parameters": {"type": "object"}}]),
     }
 }
 
@@ -146,7 +149,14 @@ async fn session(client: Client, stream: bool) {
     let mut messages = vec![json!({"role": "user", "content": "Read the files and tell me what they say."})];
     for turn in 1..=5 {
         mock.push(Reply::sse(&chat_sse(&script(turn), 5)));
-        let mut body = json!({"model": "emu-model", "max_tokens": 512, "stream": stream, "messages": messages, "tools": tools(client)});
+        let mut body = match client {
+            Client::Responses => {
+                json!({"model": "emu-model", "max_output_tokens": 512, "stream": stream, "input": messages, "tools": tools(client)})
+            }
+            _ => {
+                json!({"model": "emu-model", "max_tokens": 512, "stream": stream, "messages": messages, "tools": tools(client)})
+            }
+        };
         if turn == 1 && client == Client::Openai {
             body["tool_choice"] = json!("auto");
         }
@@ -194,6 +204,18 @@ async fn session(client: Client, stream: bool) {
                     messages.push(json!({"role": "tool", "tool_call_id": id, "content": format!("contents of {id}")}));
                 }
             }
+            Client::Responses => {
+                for (id, name, input) in &calls {
+                    messages.push(
+                        json!({"type": "function_call", "call_id": id, "name": name, "arguments": input.to_string()}),
+                    );
+                }
+                for (id, _, _) in &calls {
+                    messages.push(
+                        json!({"type": "function_call_output", "call_id": id, "output": format!("contents of {id}")}),
+                    );
+                }
+            }
         }
     }
     assert_eq!(mock.seen().len(), 5, "no retries in a well-behaved session");
@@ -215,6 +237,11 @@ async fn five_turn_session_through_chat_completions() {
 #[tokio::test]
 async fn five_turn_session_through_chat_completions_streaming() {
     session(Client::Openai, true).await;
+}
+
+#[tokio::test]
+async fn five_turn_session_through_responses_streaming() {
+    session(Client::Responses, true).await;
 }
 
 fn one_turn(client: Client, model: &str, stream: bool) -> Value {

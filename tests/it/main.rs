@@ -9,6 +9,7 @@ mod emulation;
 mod faults;
 mod layering;
 mod proxy;
+mod responses;
 mod routing;
 mod setup;
 mod transcripts;

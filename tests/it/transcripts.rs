@@ -1,20 +1,28 @@
-//! The transcript suite: every case in all four directions (OpenAI→OpenAI, OpenAI→Anthropic,
-//! Anthropic→OpenAI, Anthropic→Anthropic), streamed and not. The client's answer is decoded back
-//! with its own dialect's codec and compared with what the upstream said; the call row is checked
-//! too.
+//! The transcript suite: every case in all nine directions (clients speaking OpenAI Chat,
+//! Anthropic Messages or OpenAI Responses, each against upstreams of the same three dialects),
+//! streamed and not. The client's answer is decoded back with its own dialect's codec and
+//! compared with what the upstream said; the call row is checked too.
 
 use serde_json::{Value, json};
 
 use keyhaven::model::{CallStatus, Part, Response, StopReason, StreamEvent};
 
-use crate::support::fixtures::{Case, request, upstream_sse};
-use crate::support::{Client, MockUpstream, Reply, TestEngine, Up, accumulate, client_events, client_response};
+use crate::support::fixtures::{Case, RESPONSES_ENCRYPTED, request, upstream_sse};
+use crate::support::{
+    Client, MockUpstream, Reply, TestEngine, Up, accumulate, client_events, client_response, responses_final,
+    responses_items_done,
+};
 
-const DIRECTIONS: [(Client, Up); 4] = [
+const DIRECTIONS: [(Client, Up); 9] = [
     (Client::Openai, Up::Openai),
     (Client::Openai, Up::Anthropic),
+    (Client::Openai, Up::Responses),
     (Client::Anthropic, Up::Openai),
     (Client::Anthropic, Up::Anthropic),
+    (Client::Anthropic, Up::Responses),
+    (Client::Responses, Up::Openai),
+    (Client::Responses, Up::Anthropic),
+    (Client::Responses, Up::Responses),
 ];
 
 struct Outcome {
@@ -46,11 +54,7 @@ async fn run(client: Client, up: Up, case: Case, stream: bool) -> Outcome {
     };
     let seen = mock.seen();
     assert_eq!(seen.len(), 1, "exactly one upstream attempt");
-    let expected_path = match up {
-        Up::Openai => "/v1/chat/completions",
-        Up::Anthropic => "/v1/messages",
-    };
-    assert_eq!(seen[0].path, expected_path);
+    assert_eq!(seen[0].path, up.path());
     let row = engine.only_call().await;
     engine.stop().await;
     Outcome { resp, events, raw, upstream_request: seen[0].body.clone(), row }
@@ -92,12 +96,28 @@ async fn plain_text_in_every_direction() {
                     assert_eq!(o.upstream_request["system"][0]["text"], json!("Be brief."), "{ctx}");
                     assert_eq!(o.upstream_request["model"], json!("claude-sonnet-4-5"));
                 }
+                Up::Responses => {
+                    assert_eq!(o.upstream_request["instructions"], json!("Be brief."), "{ctx}");
+                    assert_eq!(o.upstream_request["input"][0]["content"][0]["text"], json!("Hi"), "{ctx}");
+                    assert_eq!(o.upstream_request["model"], json!("gpt-5-mini"));
+                    assert_eq!(o.upstream_request["stream"], json!(true));
+                    assert_eq!(o.upstream_request["store"], json!(false));
+                }
             }
             if stream {
                 match client {
                     Client::Openai => assert!(o.raw.trim_end().ends_with("data: [DONE]"), "{ctx}: {}", o.raw),
                     Client::Anthropic => assert!(o.raw.contains("event: message_stop"), "{ctx}"),
+                    Client::Responses => {
+                        assert!(o.raw.starts_with("event: response.created"), "{ctx}: {}", o.raw);
+                        assert!(o.raw.contains("event: response.completed"), "{ctx}: {}", o.raw);
+                    }
                 }
+            }
+            if client == Client::Responses {
+                let body = responses_final(&o.raw, stream);
+                assert_eq!(body["status"], json!("completed"), "{ctx}");
+                assert!(body["id"].as_str().is_some_and(|id| id.starts_with("resp_")), "{ctx}: {body}");
             }
         }
     }
@@ -138,6 +158,35 @@ async fn two_parallel_tool_calls_with_fragmented_arguments() {
                     assert_eq!(o.upstream_request["tools"][0]["name"], json!("get_weather"), "{ctx}");
                     assert!(o.upstream_request["tools"][0]["input_schema"].is_object(), "{ctx}");
                 }
+                Up::Responses => {
+                    assert_eq!(o.upstream_request["tools"][0]["type"], json!("function"), "{ctx}");
+                    assert_eq!(o.upstream_request["tools"][1]["name"], json!("get_time"), "{ctx}");
+                    assert!(o.upstream_request["tools"][1].get("function").is_none(), "{ctx}: not nested");
+                }
+            }
+            if client == Client::Responses {
+                // What Codex needs: every finished call carries call_id, name and the whole
+                // arguments string (cc-switch #3893), also in the final response.
+                let done = responses_items_done(&o.raw, stream);
+                let calls: Vec<(Value, Value, Value)> = done
+                    .iter()
+                    .filter(|i| i["type"] == "function_call")
+                    .map(|i| (i["call_id"].clone(), i["name"].clone(), i["arguments"].clone()))
+                    .collect();
+                assert_eq!(
+                    calls,
+                    vec![
+                        (json!("call_a"), json!("get_weather"), json!("{\"city\":\"Paris\"}")),
+                        (json!("call_b"), json!("get_time"), json!("{\"tz\":\"CET\"}")),
+                    ],
+                    "{ctx}: {}",
+                    o.raw
+                );
+                let body = responses_final(&o.raw, stream);
+                let finals: Vec<&Value> =
+                    body["output"].as_array().into_iter().flatten().filter(|i| i["type"] == "function_call").collect();
+                assert_eq!(finals.len(), 2, "{ctx}: {body}");
+                assert!(finals.iter().all(|i| i["arguments"].is_string() && i["name"].is_string()), "{ctx}");
             }
             if stream {
                 // Arguments stream as fragments (an Anthropic client gets the fragments of a call
@@ -160,9 +209,14 @@ async fn thinking_with_signature() {
             };
             assert_eq!(text, "Let me think.", "{ctx}");
             assert_eq!(text_of(&o.resp), "Answer: 4", "{ctx}");
-            // Signatures survive end to end between Anthropic ends; OpenAI Chat cannot carry them.
-            let expect_sig =
-                (client == Client::Anthropic && up == Up::Anthropic).then(|| "EqQBCkYIBxgCKkBsig==".to_owned());
+            // Envelopes (Anthropic signatures, Responses encrypted reasoning) survive end to end
+            // between dialects that carry them; OpenAI Chat carries none.
+            let envelope = match up {
+                Up::Openai => None,
+                Up::Anthropic => Some("EqQBCkYIBxgCKkBsig==".to_owned()),
+                Up::Responses => Some(RESPONSES_ENCRYPTED.to_owned()),
+            };
+            let expect_sig = envelope.filter(|_| client != Client::Openai);
             assert_eq!(signature, &expect_sig, "{ctx}");
             // The client's thinking request reached the upstream in its own terms.
             match up {
@@ -170,6 +224,10 @@ async fn thinking_with_signature() {
                     assert!(o.upstream_request.get("reasoning_effort").is_some(), "{ctx}: {}", o.upstream_request)
                 }
                 Up::Anthropic => assert_eq!(o.upstream_request["thinking"]["type"], json!("enabled"), "{ctx}"),
+                Up::Responses => {
+                    assert!(o.upstream_request["reasoning"]["effort"].is_string(), "{ctx}: {}", o.upstream_request);
+                    assert_eq!(o.upstream_request["include"], json!(["reasoning.encrypted_content"]), "{ctx}");
+                }
             }
         }
     }
@@ -183,8 +241,8 @@ async fn cache_usage_maps_to_each_dialect() {
             let ctx = format!("{client:?}->{up:?} stream={stream}");
             let u = o.row.summary.usage;
             match up {
-                // OpenAI: prompt 1000 includes 800 cached.
-                Up::Openai => {
+                // OpenAI Chat and Responses: input 1000 includes 800 cached.
+                Up::Openai | Up::Responses => {
                     assert_eq!((u.input_tokens, u.cache_read_tokens, u.cache_write_tokens), (200, 800, 0), "{ctx}")
                 }
                 // Anthropic: 200 uncached + 800 read + 100 written.
@@ -199,6 +257,13 @@ async fn cache_usage_maps_to_each_dialect() {
             assert_eq!(cu.openai_prompt_tokens(), u.openai_prompt_tokens(), "{ctx}: total prompt preserved");
             if client == Client::Openai && stream {
                 assert!(o.raw.contains("\"cached_tokens\":800"), "{ctx}: {}", o.raw);
+            }
+            if client == Client::Responses {
+                // Responses counts cached tokens inside input_tokens (a subset).
+                let usage = &responses_final(&o.raw, stream)["usage"];
+                assert_eq!(usage["input_tokens_details"]["cached_tokens"], json!(800), "{ctx}: {usage}");
+                assert_eq!(usage["input_tokens"], json!(u.openai_prompt_tokens()), "{ctx}: {usage}");
+                assert_eq!(usage["total_tokens"], json!(u.openai_prompt_tokens() + 7), "{ctx}: {usage}");
             }
             if client == Client::Anthropic && up == Up::Anthropic {
                 assert_eq!(cu.cache_write_tokens, 100, "{ctx}");
@@ -223,6 +288,11 @@ async fn error_mid_stream_ends_cleanly_and_is_recorded() {
         match client {
             Client::Openai => assert!(o.raw.trim_end().ends_with("data: [DONE]"), "{ctx}: clean end: {}", o.raw),
             Client::Anthropic => assert!(o.raw.contains("event: error"), "{ctx}"),
+            Client::Responses => {
+                assert!(o.raw.contains("event: error"), "{ctx}");
+                assert!(o.raw.contains("event: response.failed"), "{ctx}: {}", o.raw);
+                assert!(!o.raw.contains("response.completed"), "{ctx}");
+            }
         }
         assert_eq!(o.row.summary.status, CallStatus::Error, "{ctx}");
         assert!(o.row.summary.error_message.as_deref().unwrap_or("").contains("overloaded"), "{ctx}");
@@ -251,11 +321,21 @@ async fn reasoning_round_trips_on_the_next_turn() {
                 let raw: Value = serde_json::from_str(&first.raw).expect("json");
                 json!({"role": "assistant", "content": raw["content"]})
             }
+            Client::Responses => {
+                let raw: Value = serde_json::from_str(&first.raw).expect("json");
+                raw["output"].clone()
+            }
         };
         let mut body = request(client, up.model(), false, Case::Thinking);
-        let msgs = body["messages"].as_array_mut().expect("messages");
-        msgs.push(assistant);
-        msgs.push(json!({"role": "user", "content": "And 3+3?"}));
+        if client == Client::Responses {
+            let input = body["input"].as_array_mut().expect("input");
+            input.extend(assistant.as_array().cloned().unwrap_or_default());
+            input.push(json!({"role": "user", "content": "And 3+3?"}));
+        } else {
+            let msgs = body["messages"].as_array_mut().expect("messages");
+            msgs.push(assistant);
+            msgs.push(json!({"role": "user", "content": "And 3+3?"}));
+        }
         let resp = engine.post(client, &body).await;
         assert_eq!(resp.status(), 200);
         let seen = mock.seen();
@@ -276,11 +356,30 @@ async fn reasoning_round_trips_on_the_next_turn() {
                 if client == Client::Anthropic {
                     let thinking = thinking.unwrap_or_else(|| panic!("{ctx}"));
                     assert_eq!(thinking["signature"], json!("EqQBCkYIBxgCKkBsig=="), "{ctx}");
+                } else if client == Client::Responses {
+                    // The signature travelled to Codex as encrypted_content and came back.
+                    let thinking = thinking.unwrap_or_else(|| panic!("{ctx}"));
+                    assert_eq!(thinking["signature"], json!("EqQBCkYIBxgCKkBsig=="), "{ctx}");
+                    assert_eq!(thinking["thinking"], json!("Let me think."), "{ctx}");
                 } else {
                     // OpenAI Chat clients cannot carry a signature; unsigned thinking is dropped
                     // rather than sent to Anthropic, which would reject it.
                     assert!(thinking.is_none(), "{ctx}");
                 }
+            }
+            Up::Responses => {
+                let input = sent["input"].as_array().expect("input");
+                let reasoning = input.iter().find(|i| i["type"] == "reasoning");
+                if client == Client::Openai {
+                    // Unsigned reasoning cannot be used by a Responses upstream: not sent.
+                    assert!(reasoning.is_none(), "{ctx}");
+                } else {
+                    let reasoning = reasoning.unwrap_or_else(|| panic!("{ctx}"));
+                    assert_eq!(reasoning["encrypted_content"], json!(RESPONSES_ENCRYPTED), "{ctx}");
+                    assert!(reasoning.get("id").is_none(), "{ctx}: no item ids with store=false");
+                }
+                let assistant = input.iter().find(|i| i["role"] == "assistant").unwrap_or_else(|| panic!("{ctx}"));
+                assert_eq!(assistant["content"][0]["text"], json!("Answer: 4"), "{ctx}");
             }
         }
         engine.stop().await;
@@ -301,8 +400,11 @@ async fn image_input_reaches_every_upstream() {
                 {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG}")}}]),
             Client::Anthropic => json!([{"type": "text", "text": "What is this?"},
                 {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}]),
+            Client::Responses => json!([{"type": "input_text", "text": "What is this?"},
+                {"type": "input_image", "image_url": format!("data:image/png;base64,{PNG}")}]),
         };
-        let last = body["messages"].as_array_mut().and_then(|m| m.last_mut()).expect("user message");
+        let list = if client == Client::Responses { "input" } else { "messages" };
+        let last = body[list].as_array_mut().and_then(|m| m.last_mut()).expect("user message");
         last["content"] = content;
         let resp = engine.post(client, &body).await;
         assert_eq!(resp.status(), 200);
@@ -311,6 +413,9 @@ async fn image_input_reaches_every_upstream() {
         let ctx = format!("{client:?}->{up:?}: {sent}");
         match up {
             Up::Openai => assert!(sent.contains(&format!("\"url\":\"data:image/png;base64,{PNG}\"")), "{ctx}"),
+            Up::Responses => {
+                assert!(sent.contains(&format!("\"image_url\":\"data:image/png;base64,{PNG}\"")), "{ctx}")
+            }
             Up::Anthropic => {
                 assert!(sent.contains("\"type\":\"base64\"") && sent.contains("\"media_type\":\"image/png\""), "{ctx}");
                 assert!(sent.contains(PNG), "{ctx}");
@@ -327,7 +432,7 @@ async fn models_are_listed_in_both_shapes() {
     let oa: Value = engine.http.get(engine.url("/v1/models")).send().await.expect("get").json().await.expect("json");
     let names: Vec<_> =
         oa["data"].as_array().expect("data").iter().map(|m| m["id"].as_str().unwrap_or("").to_owned()).collect();
-    assert_eq!(names, vec!["oa-model", "an-model"]);
+    assert_eq!(names, vec!["oa-model", "an-model", "rs-model"]);
     let an: Value = engine
         .http
         .get(engine.url("/v1/models"))

@@ -66,6 +66,187 @@ fn an_end(reason: &str, output: u64) -> String {
     ) + &an("message_stop", json!({"type": "message_stop"}))
 }
 
+/// One Responses SSE event, named after its type, with a sequence number.
+fn rs(seq: &mut u64, ty: &str, mut data: Value) -> String {
+    data["type"] = json!(ty);
+    data["sequence_number"] = json!(*seq);
+    *seq += 1;
+    format!("event: {ty}\ndata: {data}\n\n")
+}
+
+fn rs_response(status: &str, output: Value, usage: Value) -> Value {
+    json!({"id": "resp_up1", "object": "response", "created_at": 1_700_000_000, "status": status, "error": null,
+        "incomplete_details": null, "model": "gpt-5-mini", "output": output, "usage": usage})
+}
+
+fn rs_usage(input: u64, cached: u64, output: u64) -> Value {
+    json!({"input_tokens": input, "input_tokens_details": {"cached_tokens": cached}, "output_tokens": output,
+        "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": input + output})
+}
+
+/// A Responses upstream's stream for `case`, in OpenAI's exact event shapes: `response.created`,
+/// the items' events, then `response.completed` with the whole output and usage (or `error` and
+/// `response.failed`).
+fn responses_sse(case: Case) -> String {
+    let mut seq = 0;
+    let s = &mut seq;
+    let mut out = rs(s, "response.created", json!({"response": rs_response("in_progress", json!([]), Value::Null)}));
+    out += &rs(s, "response.in_progress", json!({"response": rs_response("in_progress", json!([]), Value::Null)}));
+    let msg =
+        |id: &str| json!({"id": id, "type": "message", "status": "in_progress", "role": "assistant", "content": []});
+    let msg_done = |id: &str, text: &str| {
+        json!({"id": id, "type": "message", "status": "completed", "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": []}]})
+    };
+    let text_events = |s: &mut u64, id: &str, index: u64, pieces: &[&str]| -> String {
+        let mut out = rs(s, "response.output_item.added", json!({"output_index": index, "item": msg(id)}));
+        out += &rs(
+            s,
+            "response.content_part.added",
+            json!({"item_id": id, "output_index": index, "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}),
+        );
+        for piece in pieces {
+            out += &rs(
+                s,
+                "response.output_text.delta",
+                json!({"item_id": id, "output_index": index, "content_index": 0, "delta": piece}),
+            );
+        }
+        out
+    };
+    match case {
+        Case::Text => {
+            out += &text_events(s, "msg_1", 0, &["Hello", " world"]);
+            out += &rs(
+                s,
+                "response.output_text.done",
+                json!({"item_id": "msg_1", "output_index": 0, "content_index": 0, "text": "Hello world"}),
+            );
+            out += &rs(
+                s,
+                "response.output_item.done",
+                json!({"output_index": 0, "item": msg_done("msg_1", "Hello world")}),
+            );
+            out += &rs(
+                s,
+                "response.completed",
+                json!({"response": rs_response("completed", json!([msg_done("msg_1", "Hello world")]), rs_usage(20, 0, 5))}),
+            );
+        }
+        Case::Tools => {
+            let call = |id: &str, call_id: &str, name: &str, args: &str, status: &str| json!({"id": id, "type": "function_call", "status": status, "call_id": call_id, "name": name, "arguments": args});
+            out += &rs(
+                s,
+                "response.output_item.added",
+                json!({"output_index": 0, "item": call("fc_a", "call_a", "get_weather", "", "in_progress")}),
+            );
+            out += &rs(
+                s,
+                "response.function_call_arguments.delta",
+                json!({"item_id": "fc_a", "output_index": 0, "delta": "{\"city\":"}),
+            );
+            out += &rs(
+                s,
+                "response.output_item.added",
+                json!({"output_index": 1, "item": call("fc_b", "call_b", "get_time", "", "in_progress")}),
+            );
+            out += &rs(
+                s,
+                "response.function_call_arguments.delta",
+                json!({"item_id": "fc_a", "output_index": 0, "delta": "\"Paris\"}"}),
+            );
+            out += &rs(
+                s,
+                "response.function_call_arguments.delta",
+                json!({"item_id": "fc_b", "output_index": 1, "delta": "{\"tz\":"}),
+            );
+            out += &rs(
+                s,
+                "response.function_call_arguments.delta",
+                json!({"item_id": "fc_b", "output_index": 1, "delta": "\"CET\"}"}),
+            );
+            let a = call("fc_a", "call_a", "get_weather", "{\"city\":\"Paris\"}", "completed");
+            let b = call("fc_b", "call_b", "get_time", "{\"tz\":\"CET\"}", "completed");
+            out += &rs(
+                s,
+                "response.function_call_arguments.done",
+                json!({"item_id": "fc_a", "output_index": 0, "arguments": a["arguments"]}),
+            );
+            out += &rs(s, "response.output_item.done", json!({"output_index": 0, "item": a}));
+            out += &rs(
+                s,
+                "response.function_call_arguments.done",
+                json!({"item_id": "fc_b", "output_index": 1, "arguments": b["arguments"]}),
+            );
+            out += &rs(s, "response.output_item.done", json!({"output_index": 1, "item": b}));
+            out += &rs(
+                s,
+                "response.completed",
+                json!({"response": rs_response("completed", json!([a, b]), rs_usage(50, 0, 30))}),
+            );
+        }
+        Case::Thinking => {
+            let reasoning = json!({"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": "Let me think."}], "encrypted_content": RESPONSES_ENCRYPTED});
+            out += &rs(
+                s,
+                "response.output_item.added",
+                json!({"output_index": 0, "item": {"id": "rs_1", "type": "reasoning", "summary": []}}),
+            );
+            out += &rs(
+                s,
+                "response.reasoning_summary_part.added",
+                json!({"item_id": "rs_1", "output_index": 0, "summary_index": 0, "part": {"type": "summary_text", "text": ""}}),
+            );
+            out += &rs(
+                s,
+                "response.reasoning_summary_text.delta",
+                json!({"item_id": "rs_1", "output_index": 0, "summary_index": 0, "delta": "Let me "}),
+            );
+            out += &rs(
+                s,
+                "response.reasoning_summary_text.delta",
+                json!({"item_id": "rs_1", "output_index": 0, "summary_index": 0, "delta": "think."}),
+            );
+            out += &rs(s, "response.output_item.done", json!({"output_index": 0, "item": reasoning}));
+            out += &text_events(s, "msg_1", 1, &["Answer: 4"]);
+            out +=
+                &rs(s, "response.output_item.done", json!({"output_index": 1, "item": msg_done("msg_1", "Answer: 4")}));
+            out += &rs(
+                s,
+                "response.completed",
+                json!({"response": rs_response("completed", json!([reasoning, msg_done("msg_1", "Answer: 4")]), rs_usage(10, 0, 12))}),
+            );
+        }
+        Case::Cache => {
+            out += &text_events(s, "msg_1", 0, &["cached"]);
+            out += &rs(s, "response.output_item.done", json!({"output_index": 0, "item": msg_done("msg_1", "cached")}));
+            out += &rs(
+                s,
+                "response.completed",
+                json!({"response": rs_response("completed", json!([msg_done("msg_1", "cached")]), rs_usage(1000, 800, 7))}),
+            );
+        }
+        Case::ErrorMidStream => {
+            out += &text_events(s, "msg_1", 0, &["partial"]);
+            out += &rs(
+                s,
+                "error",
+                json!({"code": "server_is_overloaded", "message": "The server is overloaded", "param": null}),
+            );
+            out += &rs(
+                s,
+                "response.failed",
+                json!({"response": {"id": "resp_up1", "object": "response", "status": "failed",
+                "error": {"code": "server_is_overloaded", "message": "The server is overloaded"}, "output": [], "usage": null}}),
+            );
+        }
+    }
+    out
+}
+
+/// The encrypted reasoning a Responses upstream returns in the thinking case.
+pub const RESPONSES_ENCRYPTED: &str = "gAAAAABoRsEnc-thinking";
+
 pub fn upstream_sse(up: Up, case: Case) -> String {
     match (up, case) {
         (Up::Openai, Case::Text) => [
@@ -157,6 +338,7 @@ pub fn upstream_sse(up: Up, case: Case) -> String {
             an_end("end_turn", 7),
         ]
         .concat(),
+        (Up::Responses, case) => responses_sse(case),
         (Up::Anthropic, Case::ErrorMidStream) => [
             an_start(5, 0, 0),
             an_block(0, json!({"type": "text", "text": ""})),
@@ -171,6 +353,13 @@ pub fn tools_openai() -> Value {
     json!([
         {"type": "function", "function": {"name": "get_weather", "description": "Weather by city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
         {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}}}}
+    ])
+}
+
+pub fn tools_responses() -> Value {
+    json!([
+        {"type": "function", "name": "get_weather", "description": "Weather by city", "strict": false, "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
+        {"type": "function", "name": "get_time", "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}}}
     ])
 }
 
@@ -192,17 +381,23 @@ pub fn request(client: Client, model: &str, stream: bool, case: Case) -> Value {
             "model": model, "stream": stream, "max_tokens": 1024, "system": "Be brief.",
             "messages": [{"role": "user", "content": "Hi"}]
         }),
+        Client::Responses => json!({
+            "model": model, "stream": stream, "instructions": "Be brief.", "store": false,
+            "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Hi"}]}]
+        }),
     };
     if case == Case::Tools {
         body["tools"] = match client {
             Client::Openai => tools_openai(),
             Client::Anthropic => tools_anthropic(),
+            Client::Responses => tools_responses(),
         };
     }
     if case == Case::Thinking {
         match client {
             Client::Openai => body["reasoning_effort"] = json!("medium"),
             Client::Anthropic => body["thinking"] = json!({"type": "enabled", "budget_tokens": 2048}),
+            Client::Responses => body["reasoning"] = json!({"effort": "medium", "summary": "auto"}),
         }
     }
     body

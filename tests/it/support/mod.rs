@@ -12,7 +12,7 @@ use futures::StreamExt;
 use keyhaven::app::{Engine, EngineHandle};
 use keyhaven::config::{EngineConfig, load_str};
 use keyhaven::dialect::sse::SseEvent;
-use keyhaven::dialect::{anthropic, openai_chat};
+use keyhaven::dialect::{anthropic, openai_chat, openai_responses};
 use keyhaven::model::{Accumulator, Response, StreamEvent};
 use keyhaven::secrets::{Keyring, MemoryKeyring, Secrets};
 use keyhaven::store::CallDetail;
@@ -23,34 +23,51 @@ pub use mock::{MockUpstream, Reply};
 /// The provider key every test engine uses; it must never show up in bodies, rows or logs.
 pub const CANARY_KEY: &str = "sk-canary-0123456789abcdef";
 
-/// The two upstream dialects, each behind its own model name.
+/// The three upstream dialects, each behind its own model name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Up {
     Openai,
     Anthropic,
+    Responses,
 }
 
 impl Up {
+    pub const ALL: [Up; 3] = [Up::Openai, Up::Anthropic, Up::Responses];
+
     pub fn model(self) -> &'static str {
         match self {
             Up::Openai => "oa-model",
             Up::Anthropic => "an-model",
+            Up::Responses => "rs-model",
+        }
+    }
+
+    /// The path the upstream is called on.
+    pub fn path(self) -> &'static str {
+        match self {
+            Up::Openai => "/v1/chat/completions",
+            Up::Anthropic => "/v1/messages",
+            Up::Responses => "/v1/responses",
         }
     }
 }
 
-/// The two client dialects.
+/// The three client dialects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Client {
     Openai,
     Anthropic,
+    Responses,
 }
 
 impl Client {
+    pub const ALL: [Client; 3] = [Client::Openai, Client::Anthropic, Client::Responses];
+
     pub fn path(self) -> &'static str {
         match self {
             Client::Openai => "/v1/chat/completions",
             Client::Anthropic => "/v1/messages",
+            Client::Responses => "/v1/responses",
         }
     }
 }
@@ -90,6 +107,12 @@ kind = "anthropic"
 base_url = "{mock_url}/v1"
 key = "keyring:test-key"
 
+[[providers]]
+name = "rs"
+kind = "openai-responses"
+base_url = "{mock_url}/v1"
+key = "keyring:test-key"
+
 [[models]]
 name = "oa-model"
 provider = "oa"
@@ -100,6 +123,12 @@ capabilities = {{ tools = true, vision = true, thinking = true }}
 name = "an-model"
 provider = "an"
 upstream = "claude-sonnet-4-5"
+capabilities = {{ tools = true, vision = true, thinking = true }}
+
+[[models]]
+name = "rs-model"
+provider = "rs"
+upstream = "gpt-5-mini"
 capabilities = {{ tools = true, vision = true, thinking = true }}
 "#
     )
@@ -221,6 +250,13 @@ pub async fn client_events(client: Client, text: &str) -> Vec<StreamEvent> {
             }
             d.finish(&mut out);
         }
+        Client::Responses => {
+            let mut d = openai_responses::StreamDecoder::new();
+            for ev in parse_sse(text).await {
+                d.decode(&ev, &mut out).expect("client stream decodes");
+            }
+            d.finish(&mut out);
+        }
     }
     out
 }
@@ -238,5 +274,37 @@ pub fn client_response(client: Client, body: &[u8]) -> Response {
     match client {
         Client::Openai => openai_chat::decode_response(body).expect("openai response decodes"),
         Client::Anthropic => anthropic::decode_response(body).expect("anthropic response decodes"),
+        Client::Responses => openai_responses::decode_response(body).expect("responses response decodes"),
     }
+}
+
+/// The final response object a Responses client got: the body, or the response of the last
+/// `response.completed` / `response.incomplete` event.
+pub fn responses_final(raw: &str, stream: bool) -> serde_json::Value {
+    if !stream {
+        return serde_json::from_str(raw).expect("response JSON");
+    }
+    sse_data(raw)
+        .into_iter()
+        .rev()
+        .find(|d| d["type"] == "response.completed" || d["type"] == "response.incomplete")
+        .map(|d| d["response"].clone())
+        .unwrap_or_else(|| panic!("no final response event: {raw}"))
+}
+
+/// The finished items a Responses client got: `response.output_item.done` items when streamed,
+/// else the body's output.
+pub fn responses_items_done(raw: &str, stream: bool) -> Vec<serde_json::Value> {
+    if !stream {
+        return responses_final(raw, false)["output"].as_array().cloned().unwrap_or_default();
+    }
+    sse_data(raw).into_iter().filter(|d| d["type"] == "response.output_item.done").map(|d| d["item"].clone()).collect()
+}
+
+/// The JSON data of every SSE event in `raw`.
+fn sse_data(raw: &str) -> Vec<serde_json::Value> {
+    raw.split("\n\n")
+        .filter_map(|ev| ev.lines().find_map(|l| l.strip_prefix("data: ")))
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect()
 }

@@ -1,0 +1,118 @@
+//! OpenAI Responses (`/v1/responses`), the API Codex CLI requires.
+//!
+//! Inbound: [`decode_request`], [`encode_response`], [`StreamEncoder`], [`encode_error`].
+//! Outbound: [`encode_request`], [`decode_response`], [`StreamDecoder`], [`decode_error`].
+//!
+//! Files: `types.rs` (serde wire structs), `decode.rs` / `encode.rs` (whole bodies), `stream.rs`
+//! (SSE in both directions), `tests.rs` (fixture-driven tests over
+//! `tests/fixtures/openai_responses/`). Everything here is pure: no I/O, no clock, no
+//! randomness; decoders never panic.
+//!
+//! Mapping choices:
+//! - `instructions` becomes the first [`model::Role::System`] message; `system` and `developer`
+//!   input messages are System messages too. Outbound, a leading System message becomes
+//!   `instructions` and later ones `developer` messages, in place.
+//! - Input items: `message` items become messages (consecutive assistant output — reasoning,
+//!   text, calls — merges into one assistant message; consecutive tool outputs into one
+//!   [`model::Role::Tool`] message). `function_call` is a [`model::Part::ToolUse`] with
+//!   `call_id` as its id and the `arguments` string parsed (invalid JSON is kept as a string);
+//!   `function_call_output` (string or content parts) is a [`model::Part::ToolResult`].
+//!   `custom_tool_call` (Codex's free-form `apply_patch`) is kept as a call with input
+//!   `{"input": text}` so the history stays paired. `item_reference` is refused; other item
+//!   types (server-side tool calls) are skipped with a warning. `input_image` takes an
+//!   `http(s)` or `data:` URL; `input_file` only an image sent as a data URL.
+//! - Reasoning items: the `summary_text` parts (joined with a blank line; if there are none,
+//!   the `reasoning_text` content) are the [`model::Part::Thinking`] text, and
+//!   `encrypted_content` is its `signature`, kept verbatim. So Anthropic's signed thinking goes to
+//!   a Responses client (Codex) as a reasoning item and comes back signed on the next turn, and an
+//!   OpenAI upstream's encrypted reasoning comes back to it the same way. The item `id` is not
+//!   kept: outbound reasoning items carry no id (as Codex sends them with `store: false`).
+//!   Anthropic's [`model::Part::RedactedThinking`] travels as a reasoning item without summary
+//!   whose `encrypted_content` is [`REDACTED_PREFIX`] + data, and decodes back to redacted
+//!   thinking. Outbound, unsigned and redacted thinking is not sent (a Responses upstream cannot
+//!   use it).
+//! - Tools: `type: "function"` with `name`/`description`/`parameters` at the top level (Chat's
+//!   nesting under `function` is tolerated inbound); other tool types (`web_search`, `custom`,
+//!   `local_shell`, ...) are skipped with a warning. Outbound tools are sent with
+//!   `strict: false` (Responses defaults to strict schemas).
+//! - `reasoning.effort` `none` means no thinking, `xhigh` is [`model::Effort::High`]; a
+//!   `reasoning` object without effort asks for thinking at the upstream's default. Outbound,
+//!   thinking (only when the provider's model may think) sends `reasoning: {effort, summary:
+//!   "auto"}` with `include: ["reasoning.encrypted_content"]`; requests are always
+//!   `store: false`, `stream: true`.
+//! - Dropped: `metadata`, `text` (output format), `include`, `prompt_cache_key`, `truncation`,
+//!   `reasoning.summary` inbound; `stop`, `seed`, `top_k` and penalties outbound (Responses has
+//!   none of them).
+//! - Usage: `input_tokens` includes `input_tokens_details.cached_tokens` (a subset), mapped with
+//!   [`model::Usage::from_openai`] and back with [`model::Usage::openai_prompt_tokens`].
+//! - Status: a token limit is `status: "incomplete"` with `incomplete_details.reason:
+//!   "max_output_tokens"` (content filter likewise); everything else is `completed`.
+
+mod decode;
+mod encode;
+mod stream;
+mod types;
+
+use serde_json::Value;
+
+use crate::dialect::DecodeError;
+use crate::model;
+
+pub use stream::{StreamDecoder, StreamEncoder};
+
+/// Marks a reasoning item's `encrypted_content` that carries Anthropic redacted thinking.
+pub const REDACTED_PREFIX: &str = "keyhaven-redacted-thinking:";
+
+/// What an inbound request asks beyond the canonical request.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RequestOptions {
+    /// `previous_response_id`: the conversation to continue (resolved by `api`).
+    pub previous_response_id: Option<String>,
+    /// `store` (default true). Keyhaven keeps responses for chaining in memory either way.
+    pub store: bool,
+    /// The first message of the decoded request came from `instructions` (which, as at OpenAI,
+    /// are not carried over to a later turn that names this one as its previous response).
+    pub has_instructions: bool,
+}
+
+/// Per-provider choices for outbound requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EncodeOptions {
+    /// Send `reasoning` (and ask for encrypted reasoning) when the request asks for thinking.
+    /// Off for models that do not reason: OpenAI rejects the field for them.
+    pub reasoning: bool,
+}
+
+/// Decodes an inbound `/v1/responses` body. Unknown fields are ignored; a field of the wrong
+/// type is a [`DecodeError::Field`] naming its path (`input[2].call_id`).
+pub fn decode_request(body: &[u8]) -> Result<(model::Request, RequestOptions), DecodeError> {
+    decode::decode_request(body)
+}
+
+/// A complete `response` object for a non-streaming client.
+pub fn encode_response(resp: &model::Response) -> Value {
+    encode::encode_response(resp)
+}
+
+/// The body of an error response: `{"error": {"message", "type", "param": null, "code"}}`.
+pub fn encode_error(error: &model::ErrorInfo) -> Value {
+    encode::encode_error(error)
+}
+
+/// Outbound request body for `upstream_model`. Always `stream: true` and `store: false`.
+pub fn encode_request(req: &model::Request, upstream_model: &str, opts: &EncodeOptions) -> Value {
+    encode::encode_request(req, upstream_model, opts)
+}
+
+/// Decodes an upstream (non-streamed) `response` object.
+pub fn decode_response(body: &[u8]) -> Result<model::Response, DecodeError> {
+    decode::decode_response(body)
+}
+
+/// The error an upstream reported with a non-2xx `status` and `body` (any body, even not JSON).
+pub fn decode_error(status: u16, body: &[u8]) -> model::ErrorInfo {
+    decode::decode_error(status, body)
+}
+
+#[cfg(test)]
+mod tests;
