@@ -108,7 +108,7 @@ fn io_crates_stay_in_their_modules() {
             if code.contains("rusqlite") && module != "store" {
                 bad("rusqlite outside store");
             }
-            if code.contains("reqwest") && !matches!(module.as_str(), "provider" | "proxy") {
+            if code.contains("reqwest") && module != "provider" {
                 bad("reqwest outside provider");
             }
             if (code.contains("tokio::spawn(") || code.contains("tokio::task::spawn("))
