@@ -142,6 +142,11 @@ impl Secrets {
         &self.keyring
     }
 
+    /// The value if it was resolved before (never blocks).
+    pub fn cached(&self, key: &KeyRef) -> Option<SecretString> {
+        self.cache.lock().ok().and_then(|c| c.get(key).cloned())
+    }
+
     /// Blocking: may talk to the OS keyring. Call from a blocking context.
     pub fn resolve(&self, key: &KeyRef) -> Result<SecretString, SecretError> {
         if let Some(v) = self.cache.lock().ok().and_then(|c| c.get(key).cloned()) {

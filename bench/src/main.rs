@@ -58,6 +58,10 @@ struct Args {
     /// Delay between streamed text deltas.
     #[arg(long, default_value = "5ms", value_parser = parse_duration)]
     chunk_delay: Duration,
+    /// The call ledger's SQLite `synchronous` setting: `full` (the default; power-loss durable) or
+    /// `normal`.
+    #[arg(long, default_value = "full")]
+    synchronous: String,
     /// Per-request client timeout.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     timeout: Duration,
@@ -100,11 +104,12 @@ fn progress(msg: &str) {
     let _ = writeln!(std::io::stderr(), "keyhaven-bench: {msg}");
 }
 
-fn config_text(mock_url: &str, record: bool) -> String {
+fn config_text(mock_url: &str, record: bool, synchronous: &str) -> String {
     format!(
         r#"
 [server]
 record_calls = {record}
+synchronous = "{synchronous}"
 
 [[providers]]
 name = "mock"
@@ -131,7 +136,7 @@ async fn main() -> anyhow::Result<()> {
 
     let dir = tempfile::tempdir().context("creating a temp data dir")?;
     let start_engine = |record: bool| {
-        let file = keyhaven::config::load_str("bench.toml", &config_text(&mock_url, record));
+        let file = keyhaven::config::load_str("bench.toml", &config_text(&mock_url, record, &args.synchronous));
         let database_path = dir.path().join(if record { "keyhaven.db" } else { "unused.db" });
         async move {
             let config = EngineConfig {
@@ -240,8 +245,8 @@ fn render(
     writeln!(o, "\nKeyhaven benchmark (in-process mock upstream, 127.0.0.1, http/1.1 client)")?;
     writeln!(
         o,
-        "upstream latency {:?}; rate {}/s for {:?} after {:?} warm-up; recording ON (SQLite in a temp dir)\n",
-        args.upstream_latency, args.rate, args.duration, args.warmup
+        "upstream latency {:?}; rate {}/s for {:?} after {:?} warm-up; recording ON (SQLite in a temp dir, synchronous={})\n",
+        args.upstream_latency, args.rate, args.duration, args.warmup, args.synchronous
     )?;
     writeln!(o, "Non-streaming latency (scheduled send -> body read, open loop)")?;
     writeln!(

@@ -99,10 +99,12 @@ impl Engine {
     pub async fn start(config: EngineConfig, secrets: Secrets) -> Result<Engine, EngineError> {
         let epoch = now_ms();
         let db = config.database_path.clone();
-        let store =
-            tokio::task::spawn_blocking(move || Store::open(&db, StoreOptions { epoch, ..StoreOptions::default() }))
-                .await
-                .map_err(|e| EngineError::Catalog(format!("store open task failed: {e}")))??;
+        let synchronous_full = config.file.server.synchronous == crate::config::Synchronous::Full;
+        let store = tokio::task::spawn_blocking(move || {
+            Store::open(&db, StoreOptions { epoch, synchronous_full, ..StoreOptions::default() })
+        })
+        .await
+        .map_err(|e| EngineError::Catalog(format!("store open task failed: {e}")))??;
         let store = Arc::new(store);
         let interrupted = store.interrupt_stale().await?;
         if interrupted > 0 {

@@ -137,6 +137,9 @@ pub struct ServerConfig {
     pub record_calls: bool,
     /// Refuse gateway calls without a client token issued by `keyhaven setup`.
     pub require_client_token: bool,
+    /// SQLite `synchronous` for the call ledger: `full` survives power loss (each commit is
+    /// fsynced), `normal` survives process crashes only but commits much faster.
+    pub synchronous: Synchronous,
     pub capture_bodies: bool,
     pub body_capture_limit: usize,
     pub max_request_bytes: usize,
@@ -149,12 +152,21 @@ impl Default for ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 4937)),
             record_calls: true,
             require_client_token: false,
+            synchronous: Synchronous::Full,
             capture_bodies: true,
             body_capture_limit: 64 * 1024,
             max_request_bytes: 32 * 1024 * 1024,
             retention_days: 30,
         }
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Synchronous {
+    #[default]
+    Full,
+    Normal,
 }
 
 /// Timeouts in milliseconds. First byte and idle are per attempt.

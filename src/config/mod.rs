@@ -8,8 +8,8 @@ mod file;
 
 pub use file::{
     FileConfig, GroupConfig, KeyRef, ModelCapabilities, ModelConfig, ModelTimeouts, PriceOverride, ProviderConfig,
-    ProviderKind, ProxyConfig, RetryConfig, RoutingConfig, RoutingMode, ServerConfig, TimeoutConfig, ToolsMode,
-    load_str,
+    ProviderKind, ProxyConfig, RetryConfig, RoutingConfig, RoutingMode, ServerConfig, Synchronous, TimeoutConfig,
+    ToolsMode, load_str,
 };
 
 use std::collections::HashMap;

@@ -327,11 +327,17 @@ impl Gateway {
         let key = match &route.provider.key {
             None => None,
             Some(key_ref) => {
-                let secrets = self.secrets.clone();
-                let key_ref = key_ref.clone();
-                let resolved = tokio::task::spawn_blocking(move || secrets.resolve(&key_ref))
-                    .await
-                    .map_err(|_| ProviderError::Canceled)?;
+                let resolved = match self.secrets.cached(key_ref) {
+                    Some(key) => Ok(key),
+                    None => {
+                        // The first use may ask the OS keyring (D-Bus, Keychain): off the runtime.
+                        let secrets = self.secrets.clone();
+                        let key_ref = key_ref.clone();
+                        tokio::task::spawn_blocking(move || secrets.resolve(&key_ref))
+                            .await
+                            .map_err(|_| ProviderError::Canceled)?
+                    }
+                };
                 Some(resolved.map_err(|source| ProviderError::Key { provider: route.provider.name.clone(), source })?)
             }
         };
@@ -519,7 +525,10 @@ impl CallGuard {
             return;
         }
         let finish = self.build_finish(status, err);
-        self.sink.finish(finish).await;
+        // Queued now; not awaited: the commit must not delay the client's last byte. A crash in
+        // the few milliseconds before it lands leaves the row in flight, and the next start marks
+        // it interrupted, so the call is never lost.
+        drop(self.sink.finish(finish));
     }
 }
 
