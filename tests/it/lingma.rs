@@ -315,3 +315,22 @@ async fn tool_calls_are_always_emulated() {
     assert!(text.contains("```json action") && text.contains("read_file"), "the contract is in the prompt: {text}");
     assert_eq!(mock.calls("chat/deleteSessionById").len(), 2, "tool requests run in fresh sessions");
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn image_files_are_removed_when_the_call_fails_too() {
+    let mock = MockLingma::start().await;
+    mock.push(Behavior::Hang { chunks: vec![] });
+    let s = setup(&mock, "timeout = 300").await;
+    let body = json!({"model": MODEL, "max_tokens": 50, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "/9j/AAAA"}}]}]});
+    let resp = s.engine.post(Client::Anthropic, &body).await;
+    assert_eq!(resp.status(), 504);
+    let images = mock.images();
+    assert_eq!(images.len(), 1);
+    assert!(images[0].existed);
+    assert!(images[0].path.extension().is_some_and(|e| e == "jpg"));
+    assert!(!images[0].path.exists(), "removed after the timeout");
+    assert_eq!(std::fs::read_dir(&s.images).expect("dir").count(), 0);
+}
