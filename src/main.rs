@@ -185,8 +185,9 @@ fn main() -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match cli.command.unwrap_or(Command::Serve { listen: None }) {
         Command::Serve { listen } => {
-            let file = load_config(&paths.config, &mut out)?;
+            let mut file = load_config(&paths.config, &mut out)?;
             drop(out);
+            fill_lingma_defaults(&mut file);
             serve(EngineConfig {
                 config_path: Some(paths.config),
                 database_path: paths.database,
@@ -223,6 +224,20 @@ fn main() -> anyhow::Result<()> {
             ca(action, &paths, &file, &mut out)
         }
     }
+}
+
+/// The machine-specific defaults of `lingma` providers: the assistant's cache file
+/// (`~/.config/Lingma/SharedClientCache/.info.json`; under `%APPDATA%` on Windows), the system temp
+/// directory for images and the current directory as the sessions' working directory.
+fn fill_lingma_defaults(file: &mut FileConfig) {
+    let config_base = std::env::var_os("APPDATA")
+        .filter(|_| cfg!(windows))
+        .map(PathBuf::from)
+        .or_else(|| directories::BaseDirs::new().map(|b| b.home_dir().join(".config")))
+        .unwrap_or_default();
+    let info = config_base.join("Lingma").join("SharedClientCache").join(".info.json");
+    let cwd = std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir());
+    file.fill_lingma_defaults(&info, &std::env::temp_dir(), &cwd);
 }
 
 fn trust_env() -> anyhow::Result<TrustEnv> {

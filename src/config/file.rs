@@ -1,7 +1,8 @@
 //! The `config.toml` format and its validation.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
@@ -28,6 +29,24 @@ pub struct FileConfig {
     pub groups: Vec<GroupConfig>,
     #[serde(default)]
     pub routing: RoutingConfig,
+}
+
+impl FileConfig {
+    /// Fills the machine-specific defaults of every `lingma` provider that leaves them unset
+    /// (`main.rs` passes the assistant's cache file under the home directory, the system temp
+    /// directory and the current directory; the engine reads none of them itself).
+    pub fn fill_lingma_defaults(
+        &mut self,
+        info_file: &std::path::Path,
+        temp_dir: &std::path::Path,
+        cwd: &std::path::Path,
+    ) {
+        for p in self.providers.iter_mut().filter(|p| p.kind == ProviderKind::Lingma) {
+            p.info_file.get_or_insert_with(|| info_file.to_path_buf());
+            p.temp_dir.get_or_insert_with(|| temp_dir.to_path_buf());
+            p.cwd.get_or_insert_with(|| cwd.to_path_buf());
+        }
+    }
 }
 
 /// How intercepted Cursor calls are served. Switchable at runtime.
@@ -210,6 +229,9 @@ pub enum ProviderKind {
     /// The OpenAI Responses API (`POST {base_url}/responses`).
     #[serde(rename = "openai-responses", alias = "openai_responses")]
     OpenaiResponses,
+    /// The local Tongyi Lingma IDE assistant's backend process (JSON-RPC over WebSocket or a
+    /// Windows named pipe); no base URL, no key.
+    Lingma,
 }
 
 impl ProviderKind {
@@ -218,6 +240,7 @@ impl ProviderKind {
             ProviderKind::Openai => "openai",
             ProviderKind::Anthropic => "anthropic",
             ProviderKind::OpenaiResponses => "openai-responses",
+            ProviderKind::Lingma => "lingma",
         }
     }
 
@@ -226,6 +249,7 @@ impl ProviderKind {
         match self {
             ProviderKind::Openai | ProviderKind::OpenaiResponses => "openai",
             ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Lingma => "lingma",
         }
     }
 }
@@ -282,7 +306,9 @@ impl<'de> Deserialize<'de> for KeyRef {
 pub struct ProviderConfig {
     pub name: Spanned<String>,
     pub kind: ProviderKind,
-    pub base_url: Spanned<String>,
+    /// Required for every kind but `lingma`.
+    #[serde(default)]
+    pub base_url: Option<Spanned<String>>,
     #[serde(default)]
     pub key: Option<KeyRef>,
     /// OpenAI kind only: send assistant reasoning back as `reasoning_content`. Defaults to true
@@ -293,16 +319,128 @@ pub struct ProviderConfig {
     /// api.openai.com.
     #[serde(default)]
     pub max_completion_tokens: Option<bool>,
+    /// Lingma kind only: the assistant's `SharedClientCache/.info.json` (its WebSocket port and
+    /// pipe name). `keyhaven serve` fills in `~/.config/Lingma/SharedClientCache/.info.json`.
+    #[serde(default)]
+    pub info_file: Option<PathBuf>,
+    /// Lingma kind only: `auto` (WebSocket on macOS/Linux, named pipe on Windows),
+    /// `websocket` or `pipe`.
+    #[serde(default)]
+    pub transport: Option<LingmaTransport>,
+    /// Lingma kind only: a fixed WebSocket URL instead of the port from `info_file`.
+    #[serde(default)]
+    pub ws_url: Option<String>,
+    /// Lingma kind only: a fixed named pipe (`\\.\pipe\lingma-…`) instead of discovery.
+    #[serde(default)]
+    pub pipe: Option<String>,
+    /// Lingma kind only: `reuse`, `fresh` or `auto` (default).
+    #[serde(default)]
+    pub session_mode: Option<SessionMode>,
+    /// Lingma kind only: requests that may wait while one runs (default 0: reject with 429).
+    #[serde(default)]
+    pub queue: Option<u32>,
+    /// Lingma kind only: extra model ids (`upstream` name → Lingma's id), over the shipped table.
+    #[serde(default)]
+    pub model_map: BTreeMap<String, String>,
+    /// Lingma kind only: the longest one request may take, in ms (default 120000).
+    #[serde(default)]
+    pub timeout: Option<u64>,
+    /// Lingma kind only: the working directory sessions are opened in (`keyhaven serve` fills in
+    /// its current directory).
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    /// Lingma kind only: where images are written for the assistant to read (private files,
+    /// removed after the call; `keyhaven serve` fills in the system temp directory).
+    #[serde(default)]
+    pub temp_dir: Option<PathBuf>,
 }
+
+/// How Keyhaven reaches the Lingma backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LingmaTransport {
+    /// WebSocket on macOS and Linux, the named pipe on Windows.
+    #[default]
+    Auto,
+    #[serde(alias = "ws")]
+    Websocket,
+    Pipe,
+}
+
+/// Which Lingma session a request runs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionMode {
+    /// One sticky session keeps the context; only the latest user message is sent.
+    Reuse,
+    /// A temporary session per request with the whole transcript, deleted afterwards.
+    Fresh,
+    /// `reuse` for single-turn requests, `fresh` when there is a system prompt or history.
+    #[default]
+    Auto,
+}
+
+/// A lingma provider's settings, with defaults applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LingmaOptions {
+    pub info_file: Option<PathBuf>,
+    pub transport: LingmaTransport,
+    pub ws_url: Option<String>,
+    pub pipe: Option<String>,
+    pub session_mode: SessionMode,
+    pub queue: u32,
+    pub model_map: BTreeMap<String, String>,
+    /// Milliseconds.
+    pub timeout: u64,
+    pub cwd: Option<PathBuf>,
+    pub temp_dir: Option<PathBuf>,
+}
+
+/// The default Lingma request timeout (ms).
+pub const LINGMA_DEFAULT_TIMEOUT: u64 = 120_000;
 
 impl ProviderConfig {
     pub fn name(&self) -> &str {
         self.name.get_ref()
     }
 
-    /// The base URL without a trailing slash.
+    /// The base URL without a trailing slash; `lingma://local` for the Lingma kind.
     pub fn base_url(&self) -> &str {
-        self.base_url.get_ref().trim_end_matches('/')
+        match &self.base_url {
+            Some(u) => u.get_ref().trim_end_matches('/'),
+            None if self.kind == ProviderKind::Lingma => "lingma://local",
+            None => "",
+        }
+    }
+
+    /// The Lingma settings with defaults (meaningful for the Lingma kind only).
+    pub fn lingma_options(&self) -> LingmaOptions {
+        LingmaOptions {
+            info_file: self.info_file.clone(),
+            transport: self.transport.unwrap_or_default(),
+            ws_url: self.ws_url.clone(),
+            pipe: self.pipe.clone(),
+            session_mode: self.session_mode.unwrap_or_default(),
+            queue: self.queue.unwrap_or(0),
+            model_map: self.model_map.clone(),
+            timeout: self.timeout.unwrap_or(LINGMA_DEFAULT_TIMEOUT),
+            cwd: self.cwd.clone(),
+            temp_dir: self.temp_dir.clone(),
+        }
+    }
+
+    /// Whether any Lingma-only field is set.
+    fn has_lingma_fields(&self) -> bool {
+        self.info_file.is_some()
+            || self.transport.is_some()
+            || self.ws_url.is_some()
+            || self.pipe.is_some()
+            || self.session_mode.is_some()
+            || self.queue.is_some()
+            || !self.model_map.is_empty()
+            || self.timeout.is_some()
+            || self.cwd.is_some()
+            || self.temp_dir.is_some()
     }
 
     pub fn is_openai_itself(&self) -> bool {
@@ -396,9 +534,29 @@ fn validate(file: &str, text: &str, config: &FileConfig) -> Result<(), ConfigErr
         if !providers.insert(p.name()) {
             return Err(at(p.name.span(), format!("providers.name: duplicate provider `{}`", p.name())));
         }
+        if p.kind == ProviderKind::Lingma {
+            if p.timeout == Some(0) {
+                return Err(at(p.name.span(), format!("providers.timeout: `{}` must be > 0", p.name())));
+            }
+            if let Some(u) = &p.ws_url
+                && !u.starts_with("ws://")
+            {
+                return Err(at(p.name.span(), format!("providers.ws_url: `{u}` is not a ws:// URL")));
+            }
+            continue;
+        }
+        if p.has_lingma_fields() {
+            return Err(at(
+                p.name.span(),
+                format!("providers: `{}` sets Lingma-only fields but is not kind = \"lingma\"", p.name()),
+            ));
+        }
+        let Some(base_url) = &p.base_url else {
+            return Err(at(p.name.span(), format!("providers.base_url: `{}` needs a base_url", p.name())));
+        };
         let url = p.base_url();
         if !(url.starts_with("http://") || url.starts_with("https://")) || url.len() <= "https://".len() {
-            return Err(at(p.base_url.span(), format!("providers.base_url: `{url}` is not an http(s) URL")));
+            return Err(at(base_url.span(), format!("providers.base_url: `{url}` is not an http(s) URL")));
         }
     }
     let mut names = HashSet::new();

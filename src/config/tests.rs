@@ -47,11 +47,12 @@ fn template_is_valid_and_empty() {
         .map(|l| format!("{l}\n"))
         .collect();
     let c = load_str("t.toml", &uncommented).expect("uncommented template parses");
-    assert_eq!(c.providers.len(), 3);
-    assert_eq!(c.models.len(), 3);
+    assert_eq!(c.providers.len(), 4);
+    assert_eq!(c.models.len(), 4);
     assert_eq!(c.groups.len(), 1);
-    assert_eq!(c.models[2].tools, crate::config::ToolsMode::Emulated);
-    assert_eq!(c.models[2].timeouts.first_byte, Some(300_000));
+    assert_eq!(c.providers[3].kind, ProviderKind::Lingma);
+    assert_eq!(c.models[3].tools, crate::config::ToolsMode::Emulated);
+    assert_eq!(c.models[3].timeouts.first_byte, Some(300_000));
 }
 
 #[test]
@@ -130,4 +131,32 @@ fn openai_responses_kind_parses() {
     assert_eq!(c.providers[0].kind.price_vendor(), "openai");
     let text = text.replace("openai-responses", "openai_responses");
     assert_eq!(load_str("c.toml", &text).expect("alias").providers[0].kind, ProviderKind::OpenaiResponses);
+}
+
+#[test]
+fn lingma_providers_need_no_base_url_and_others_reject_lingma_fields() {
+    let text = "[[providers]]\nname = \"lg\"\nkind = \"lingma\"\nsession_mode = \"fresh\"\nqueue = 2\nmodel_map = { a = \"b\" }\n";
+    let c = load_str("c.toml", text).expect("lingma config");
+    let p = &c.providers[0];
+    assert_eq!(p.kind, ProviderKind::Lingma);
+    assert_eq!(p.base_url(), "lingma://local");
+    let o = p.lingma_options();
+    assert_eq!(
+        (o.session_mode, o.queue, o.timeout),
+        (crate::config::SessionMode::Fresh, 2, crate::config::LINGMA_DEFAULT_TIMEOUT)
+    );
+    assert_eq!(o.model_map.get("a").map(String::as_str), Some("b"));
+    let mut c = c;
+    c.fill_lingma_defaults(
+        std::path::Path::new("/h/.info.json"),
+        std::path::Path::new("/t"),
+        std::path::Path::new("/w"),
+    );
+    assert_eq!(c.providers[0].info_file.as_deref(), Some(std::path::Path::new("/h/.info.json")));
+    let err =
+        load_str("c.toml", "[[providers]]\nname = \"x\"\nkind = \"openai\"\nbase_url = \"http://h\"\nqueue = 1\n")
+            .expect_err("lingma field on openai");
+    assert!(err.to_string().contains("Lingma-only"), "{err}");
+    let err = load_str("c.toml", "[[providers]]\nname = \"x\"\nkind = \"openai\"\n").expect_err("no base_url");
+    assert!(err.to_string().contains("needs a base_url"), "{err}");
 }

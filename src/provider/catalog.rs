@@ -6,7 +6,7 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use crate::config::PriceOverride;
-use crate::config::{FileConfig, KeyRef, ModelCapabilities, ModelTimeouts, ProviderKind, ToolsMode};
+use crate::config::{FileConfig, KeyRef, LingmaOptions, ModelCapabilities, ModelTimeouts, ProviderKind, ToolsMode};
 use crate::pricing::{Price, PriceTable, PricingError, parse_amount};
 
 #[derive(Debug, Clone)]
@@ -18,6 +18,8 @@ pub struct ProviderEntry {
     pub key: Option<KeyRef>,
     pub reasoning_content: bool,
     pub max_completion_tokens: bool,
+    /// The Lingma kind's settings.
+    pub lingma: Option<Arc<LingmaOptions>>,
 }
 
 #[derive(Debug, Clone)]
@@ -81,6 +83,7 @@ impl Catalog {
                     key: p.key.clone(),
                     reasoning_content: p.reasoning_content.unwrap_or(!openai),
                     max_completion_tokens: p.max_completion_tokens.unwrap_or(openai),
+                    lingma: (p.kind == ProviderKind::Lingma).then(|| Arc::new(p.lingma_options())),
                 }),
             );
         }
@@ -91,8 +94,10 @@ impl Catalog {
             };
             let key_name = provider.key.as_ref().map_or("", KeyRef::name);
             // OpenAI-compatible vendors have their own sections in the price table.
+            // Lingma's models come with the IDE assistant: no table price (an override still applies).
             let table_price = [provider.kind.price_vendor(), "deepseek", "kimi", "qwen"]
                 .iter()
+                .filter(|_| provider.kind != ProviderKind::Lingma)
                 .find_map(|vendor| prices.lookup(vendor, &m.upstream));
             let price = match &m.price {
                 Some(o) => Some(
@@ -110,7 +115,8 @@ impl Catalog {
                 context_window: m.context_window,
                 max_output_tokens: m.max_output_tokens,
                 capabilities: m.capabilities,
-                tools: m.tools,
+                // Lingma has no native tool calls: its tools are always emulated.
+                tools: if provider.kind == ProviderKind::Lingma { ToolsMode::Emulated } else { m.tools },
                 price,
                 timeouts: m.timeouts,
             });

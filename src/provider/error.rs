@@ -26,6 +26,12 @@ pub enum ProviderError {
     Disconnected,
     #[error("the call was canceled")]
     Canceled,
+    /// A single-request upstream (Lingma) is serving another call; not retried.
+    #[error("{0}")]
+    Busy(String),
+    /// Keyhaven could not prepare the call locally (e.g. a temp file); not retried.
+    #[error("{0}")]
+    Local(String),
 }
 
 impl ProviderError {
@@ -40,6 +46,8 @@ impl ProviderError {
             ProviderError::Malformed(_) => "malformed_upstream",
             ProviderError::Disconnected => "upstream_disconnected",
             ProviderError::Canceled => "canceled",
+            ProviderError::Busy(_) => "busy",
+            ProviderError::Local(_) => "local",
         }
     }
 
@@ -53,7 +61,8 @@ impl ProviderError {
             }
             ProviderError::Timeout(..) => ErrorKind::Timeout,
             ProviderError::Upstream { info, .. } => info.kind,
-            ProviderError::Canceled => ErrorKind::Internal,
+            ProviderError::Canceled | ProviderError::Local(_) => ErrorKind::Internal,
+            ProviderError::Busy(_) => ErrorKind::RateLimited,
         };
         let message = match self {
             ProviderError::Upstream { info, .. } => info.message.clone(),
@@ -71,6 +80,8 @@ impl ProviderError {
             ProviderError::Timeout(..) => 504,
             ProviderError::Upstream { status, .. } => *status,
             ProviderError::Canceled => 499,
+            ProviderError::Busy(_) => 429,
+            ProviderError::Local(_) => 500,
         }
     }
 

@@ -17,6 +17,7 @@ use crate::model::{self, Accumulator, CallFinish, CallStart, CallStatus, StreamE
 use crate::provider::emulation::{self, Emulator, Finish};
 use crate::provider::error::ProviderError;
 use crate::provider::health::{HealthBook, ProviderHealth};
+use crate::provider::lingma;
 use crate::provider::retry::{backoff, retryable_status};
 use crate::provider::upstream::{self, EventStream};
 use crate::provider::{CallSink, Catalog, Route};
@@ -74,6 +75,8 @@ pub struct Gateway {
     sink: Arc<dyn CallSink>,
     opts: GatewayOptions,
     health: HealthBook,
+    /// Connections to local Lingma assistants (the `lingma` kind).
+    lingma: Arc<lingma::Registry>,
 }
 
 /// What a successful open hands to the [`CallStream`].
@@ -131,7 +134,15 @@ impl Gateway {
             .build()
             .unwrap_or_default();
         let health = HealthBook::new(opts.routing);
-        Gateway { http, catalog: RwLock::new(Arc::new(catalog)), secrets, sink, opts, health }
+        Gateway {
+            http,
+            catalog: RwLock::new(Arc::new(catalog)),
+            secrets,
+            sink,
+            opts,
+            health,
+            lingma: Arc::new(lingma::Registry::default()),
+        }
     }
 
     /// Every configured provider's health (cooldowns of the routing), sorted by name.
@@ -215,6 +226,7 @@ impl Gateway {
                     emulator: emulation::emulator_for(&req, &ctx.id),
                     setup,
                     http: self.http.clone(),
+                    lingma: self.lingma.clone(),
                     queue: VecDeque::new(),
                     finished: false,
                     reopening: None,
@@ -412,9 +424,8 @@ impl Gateway {
         idle_ms: u64,
         deadline: Instant,
     ) -> Result<(EventStream, StreamEvent), ProviderError> {
-        let resp = upstream::send(&self.http, prepared).await?;
         let idle = Duration::from_millis(idle_ms);
-        let mut events = EventStream::new(resp, prepared.kind, idle, deadline);
+        let mut events = upstream::open(&self.http, &self.lingma, prepared, idle, deadline).await?;
         match events.next().await {
             Some(Ok(StreamEvent::Error { error })) => Err(upstream::stream_error(&error)),
             Some(Ok(first)) => Ok((events, first)),
@@ -551,6 +562,7 @@ struct EmuState {
     emulator: Emulator,
     setup: EmulatedSetup,
     http: reqwest::Client,
+    lingma: Arc<lingma::Registry>,
     /// Events ready for the caller.
     queue: VecDeque<StreamEvent>,
     /// The emulator has emitted its last event.
@@ -661,16 +673,14 @@ impl CallStream {
         let req = emulation::corrective(&emu.setup.request, reply, reason, &emu.setup.tool_names);
         let prepared = upstream::prepare(&self.route, &req, emu.setup.key.as_ref())?;
         let http = emu.http.clone();
+        let lingma = emu.lingma.clone();
         let t = emu.setup.timeouts;
         let deadline = emu.setup.deadline;
         let first_byte = (Instant::now() + Duration::from_millis(t.first_byte)).min(deadline);
         emu.emulator.restart();
         self.guard.retries += 1;
         emu.reopening = Some(Box::pin(async move {
-            let open = async {
-                let resp = upstream::send(&http, &prepared).await?;
-                Ok(EventStream::new(resp, prepared.kind, Duration::from_millis(t.idle), deadline))
-            };
+            let open = upstream::open(&http, &lingma, &prepared, Duration::from_millis(t.idle), deadline);
             tokio::time::timeout_at(first_byte, open).await.unwrap_or(Err(ProviderError::Timeout(
                 Duration::from_millis(t.first_byte),
                 "waiting for the first byte",

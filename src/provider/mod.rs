@@ -11,6 +11,7 @@ pub mod emulation;
 mod error;
 mod gateway;
 mod health;
+pub mod lingma;
 mod recorder;
 mod retry;
 pub mod tokens;

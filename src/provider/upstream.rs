@@ -16,6 +16,7 @@ use crate::dialect::sse::SseEvent;
 use crate::dialect::{DecodeError, anthropic, openai_chat, openai_responses};
 use crate::model::{self, ErrorInfo, StreamEvent};
 use crate::provider::error::ProviderError;
+use crate::provider::lingma::{self, LingmaStream};
 use crate::provider::retry::parse_retry_after;
 use crate::provider::{ProviderEntry, Route};
 
@@ -31,6 +32,8 @@ pub struct Prepared {
     pub headers: HeaderMap,
     pub body: Bytes,
     pub kind: ProviderKind,
+    /// The Lingma kind's prompt (no HTTP request then).
+    pub lingma: Option<std::sync::Arc<lingma::Prompt>>,
 }
 
 pub fn prepare(route: &Route, req: &model::Request, key: Option<&SecretString>) -> Result<Prepared, ProviderError> {
@@ -44,6 +47,17 @@ pub fn prepare(route: &Route, req: &model::Request, key: Option<&SecretString>) 
         v.set_sensitive(true);
         Ok::<_, ProviderError>(v)
     };
+    if p.kind == ProviderKind::Lingma {
+        let opts = p.lingma.clone().ok_or_else(|| ProviderError::Local("lingma settings missing".into()))?;
+        let prompt = lingma::build(&p.name, &opts, &route.model.upstream, req).map_err(ProviderError::Local)?;
+        return Ok(Prepared {
+            url: format!("lingma://{}", p.name),
+            headers,
+            body: Bytes::new(),
+            kind: p.kind,
+            lingma: Some(std::sync::Arc::new(prompt)),
+        });
+    }
     let (url, body) = match p.kind {
         ProviderKind::Openai => {
             if let Some(key) = key {
@@ -75,9 +89,27 @@ pub fn prepare(route: &Route, req: &model::Request, key: Option<&SecretString>) 
             let opts = openai_responses::EncodeOptions { reasoning: route.model.capabilities.thinking };
             (format!("{}/responses", p.base_url), openai_responses::encode_request(req, &route.model.upstream, &opts))
         }
+        ProviderKind::Lingma => return Err(ProviderError::Local("lingma is not an HTTP provider".into())),
     };
     let body = serde_json::to_vec(&body).map_err(|e| ProviderError::Malformed(e.to_string()))?;
-    Ok(Prepared { url, headers, body: Bytes::from(body), kind: p.kind })
+    Ok(Prepared { url, headers, body: Bytes::from(body), kind: p.kind, lingma: None })
+}
+
+/// Opens the upstream's event stream: an HTTP request, or a Lingma IPC call.
+pub async fn open(
+    http: &reqwest::Client,
+    lingma: &lingma::Registry,
+    p: &Prepared,
+    idle: Duration,
+    deadline: Instant,
+) -> Result<EventStream, ProviderError> {
+    match &p.lingma {
+        Some(prompt) => Ok(EventStream::lingma(lingma.open(prompt).await?, idle, deadline)),
+        None => {
+            let resp = send(http, p).await?;
+            Ok(EventStream::new(resp, p.kind, idle, deadline))
+        }
+    }
 }
 
 /// Asks an Anthropic-kind provider to count the input tokens of `req`
@@ -158,6 +190,7 @@ pub async fn send(http: &reqwest::Client, p: &Prepared) -> Result<reqwest::Respo
         ProviderKind::Openai => openai_chat::decode_error(status, &body),
         ProviderKind::Anthropic => anthropic::decode_error(status, &body),
         ProviderKind::OpenaiResponses => openai_responses::decode_error(status, &body),
+        ProviderKind::Lingma => openai_chat::decode_error(status, &body),
     };
     Err(ProviderError::Upstream { status, info, retry_after })
 }
@@ -240,10 +273,30 @@ impl std::fmt::Display for TransportError {
 type SseStream =
     Pin<Box<dyn Stream<Item = Result<eventsource_stream::Event, EventStreamError<TransportError>>> + Send>>;
 
+/// Where an [`EventStream`]'s events come from.
+enum Source {
+    Sse { sse: SseStream, decoder: Decoder },
+    Lingma(Box<LingmaStream>),
+}
+
+/// One item pulled from a [`Source`].
+enum Pulled {
+    Sse(Option<Result<eventsource_stream::Event, EventStreamError<TransportError>>>),
+    Lingma(Option<Result<StreamEvent, ProviderError>>),
+}
+
+impl Source {
+    async fn pull(&mut self) -> Pulled {
+        match self {
+            Source::Sse { sse, .. } => Pulled::Sse(sse.next().await),
+            Source::Lingma(l) => Pulled::Lingma(l.next().await),
+        }
+    }
+}
+
 /// The upstream's events, decoded. [`EventStream::next`] is cancel-safe.
 pub struct EventStream {
-    sse: SseStream,
-    decoder: Decoder,
+    source: Source,
     pending: VecDeque<StreamEvent>,
     scratch: Vec<StreamEvent>,
     ended: bool,
@@ -275,13 +328,26 @@ impl EventStream {
         });
         let sse = bytes.eventsource().boxed();
         let decoder = match kind {
-            ProviderKind::Openai => Decoder::Openai(openai_chat::StreamDecoder::new()),
+            // Lingma never answers over HTTP; its streams are built by `EventStream::lingma`.
+            ProviderKind::Openai | ProviderKind::Lingma => Decoder::Openai(openai_chat::StreamDecoder::new()),
             ProviderKind::Anthropic => Decoder::Anthropic(anthropic::StreamDecoder::new()),
             ProviderKind::OpenaiResponses => Decoder::OpenaiResponses(openai_responses::StreamDecoder::new()),
         };
         EventStream {
-            sse,
-            decoder,
+            source: Source::Sse { sse, decoder },
+            pending: VecDeque::new(),
+            scratch: Vec::new(),
+            ended: false,
+            idle,
+            deadline,
+            last_activity: Instant::now(),
+        }
+    }
+
+    /// A Lingma call's events, under the same idle and total timeouts.
+    pub fn lingma(stream: LingmaStream, idle: Duration, deadline: Instant) -> EventStream {
+        EventStream {
+            source: Source::Lingma(Box::new(stream)),
             pending: VecDeque::new(),
             scratch: Vec::new(),
             ended: false,
@@ -302,7 +368,7 @@ impl EventStream {
             }
             let idle_at = (self.last_activity + self.idle).min(self.deadline);
             let item = tokio::select! {
-                item = self.sse.next() => item,
+                item = self.source.pull() => item,
                 () = tokio::time::sleep_until(idle_at) => {
                     self.ended = true;
                     let which = if idle_at == self.deadline { "total" } else { "idle between chunks" };
@@ -310,16 +376,37 @@ impl EventStream {
                 }
             };
             self.last_activity = Instant::now();
+            let (decoder, item) = match (&mut self.source, item) {
+                (Source::Sse { decoder, .. }, Pulled::Sse(item)) => (decoder, item),
+                (_, Pulled::Lingma(item)) => match item {
+                    Some(Ok(ev)) => {
+                        self.pending.push_back(ev);
+                        continue;
+                    }
+                    Some(Err(e)) => {
+                        self.ended = true;
+                        return Some(Err(e));
+                    }
+                    None => {
+                        self.ended = true;
+                        continue;
+                    }
+                },
+                (Source::Lingma(_), Pulled::Sse(_)) => {
+                    self.ended = true;
+                    return Some(Err(ProviderError::Disconnected));
+                }
+            };
             match item {
                 Some(Ok(ev)) => {
                     let ev = SseEvent { event: (ev.event != "message").then_some(ev.event), data: ev.data };
-                    if let Err(e) = self.decoder.decode(&ev, &mut self.scratch) {
+                    if let Err(e) = decoder.decode(&ev, &mut self.scratch) {
                         self.ended = true;
                         return Some(Err(ProviderError::Malformed(e.to_string())));
                     }
                     self.pending.extend(self.scratch.drain(..));
-                    if self.decoder.is_done() {
-                        self.decoder.finish(&mut self.scratch);
+                    if decoder.is_done() {
+                        decoder.finish(&mut self.scratch);
                         self.pending.extend(self.scratch.drain(..));
                         self.ended = true;
                     }
@@ -334,7 +421,7 @@ impl EventStream {
                 }
                 None => {
                     self.ended = true;
-                    self.decoder.finish(&mut self.scratch);
+                    decoder.finish(&mut self.scratch);
                     self.pending.extend(self.scratch.drain(..));
                     // A stream that ends without its terminal marker was cut.
                     if !self.pending.iter().any(|e| matches!(e, StreamEvent::Stop { .. })) {

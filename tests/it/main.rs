@@ -8,6 +8,7 @@ mod durability;
 mod emulation;
 mod faults;
 mod layering;
+mod lingma;
 mod proxy;
 mod responses;
 mod routing;

@@ -56,7 +56,7 @@ impl Gateway {
                 let req = if emulation::applies(&route.model, &req) { emulation::rewrite(&req) } else { req };
                 let exact = match route.provider.kind {
                     ProviderKind::Anthropic => self.provider_count(route, &req, &ctx).await,
-                    ProviderKind::Openai | ProviderKind::OpenaiResponses => None,
+                    ProviderKind::Openai | ProviderKind::OpenaiResponses | ProviderKind::Lingma => None,
                 };
                 Ok(match exact {
                     Some(n) => TokenCount { input_tokens: n, exact: true },
