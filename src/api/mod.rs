@@ -9,6 +9,7 @@
 mod clients;
 mod conversations;
 mod count;
+pub mod cursor;
 mod error;
 mod gateway;
 mod guard;

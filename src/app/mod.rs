@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::api::{self, ApiState, GuardConfig};
 use crate::config::EngineConfig;
+use crate::cursor::turn::{Backend, BackendOptions};
 use crate::model::{CallFinish, CallStart};
 use crate::pricing::PriceTable;
 use crate::provider::{Ack, CallSink, Catalog, Gateway, GatewayOptions, NullSink};
@@ -148,7 +149,7 @@ impl Engine {
             }
         });
         let proxy = if config.file.proxy.enabled {
-            Some(start_proxy(&config, &secrets_keyring, &spawner).await?)
+            Some(start_proxy(&config, &secrets_keyring, &spawner, gateway.clone()).await?)
         } else {
             None
         };
@@ -227,12 +228,13 @@ impl Engine {
 }
 
 /// Loads or creates the local CA and starts the intercepting proxy. Decrypted requests are served
-/// by a router that, for now, forwards everything to the official host; the Cursor handlers that
-/// answer some calls locally are added to this router in a later release.
+/// by the Cursor router (`api::cursor`): the agent streams and the model catalog locally,
+/// everything else forwarded to the official host.
 async fn start_proxy(
     config: &EngineConfig,
     keyring: &Arc<dyn crate::secrets::Keyring>,
     spawner: &Spawner,
+    gateway: Arc<Gateway>,
 ) -> Result<ProxyHandle, EngineError> {
     let intercept = InterceptList::new(&config.file.proxy.intercept);
     let paths = CaPaths::new(config.ca_dir.clone());
@@ -257,7 +259,8 @@ async fn start_proxy(
         &UpstreamOptions { overrides: config.upstream_overrides.clone(), ..UpstreamOptions::default() },
         spawner,
     )?;
-    let service = crate::proxy::upstream::forward_router(upstream.clone());
+    let backend = Backend::new(gateway, spawner.clone(), BackendOptions::default());
+    let service = api::cursor::router(api::cursor::CursorState::new(backend, upstream.clone(), spawner.clone()));
     let deps = ProxyDeps {
         ca: Arc::new(ca),
         service,

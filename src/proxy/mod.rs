@@ -10,8 +10,8 @@
 //! - [`upstream::Upstream`] forwards what the engine does not answer to the official host.
 //! - [`RoutingMode`] (`local | upstream | hybrid`) is switched at runtime through [`ModeSwitch`]
 //!   without dropping connections. In `upstream` mode every request goes straight to the official
-//!   host; otherwise it goes to the service from `app` (which today forwards everything too: the
-//!   Cursor handlers that make `local` and `hybrid` differ arrive in a later issue). Account, auth,
+//!   host; otherwise it goes to the service from `app` (`api::cursor`'s router, which answers the
+//!   agent streams and the model catalog and forwards the rest through [`upstream::Upstream`]). Account, auth,
 //!   dashboard and billing calls ([`always_upstream`]) go upstream in every mode.
 //! - Every intercepted exchange is reported to an [`InterceptSink`] as an [`InterceptRecord`].
 //! - [`trust`]: installing the root into the OS trust stores.

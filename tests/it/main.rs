@@ -4,6 +4,7 @@ mod support;
 
 mod bad_input;
 mod count_tokens;
+mod cursor_sim;
 mod durability;
 mod emulation;
 mod faults;

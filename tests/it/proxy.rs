@@ -88,14 +88,14 @@ fn pattern(n: usize) -> Vec<u8> {
 // ---------------------------------------------------------------------------------------------
 // The test "official host": a rustls + hyper server with its own (unconstrained) test CA.
 
-struct TestPki {
+pub(crate) struct TestPki {
     ca_pem: String,
-    ca_der: CertificateDer<'static>,
+    pub(crate) ca_der: CertificateDer<'static>,
     leaf_der: CertificateDer<'static>,
     leaf_key: PrivatePkcs8KeyDer<'static>,
 }
 
-fn test_pki() -> TestPki {
+pub(crate) fn test_pki() -> TestPki {
     let ca_key = KeyPair::generate().expect("key");
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("params");
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -174,7 +174,7 @@ async fn upstream_handle(state: UpState, req: Request<Incoming>) -> Response<UpB
     ok(Full::new(Bytes::from(format!("upstream:{path}"))).map_err(|e| match e {}).boxed())
 }
 
-fn server_tls(pki: &TestPki) -> Arc<rustls::ServerConfig> {
+pub(crate) fn server_tls(pki: &TestPki) -> Arc<rustls::ServerConfig> {
     let mut cfg = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
         .expect("versions")
@@ -353,7 +353,7 @@ impl Harness {
 }
 
 /// Sends `CONNECT target` and reads the proxy's answer; `Err` unless it is 200.
-async fn connect_via_proxy(proxy: SocketAddr, target: &str) -> std::io::Result<TcpStream> {
+pub(crate) async fn connect_via_proxy(proxy: SocketAddr, target: &str) -> std::io::Result<TcpStream> {
     let mut tcp = TcpStream::connect(proxy).await?;
     tcp.write_all(format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n").as_bytes()).await?;
     let head = read_head(&mut tcp).await?;

@@ -1,0 +1,65 @@
+//! Live downstream messages: builders for the `AgentServerMessage` frames a run sends
+//! (interaction updates), already framed as Connect envelopes.
+
+use bytes::Bytes;
+use prost::Message;
+
+use crate::cursor::protocol::agent::{self, agent_server_message, interaction_update};
+use crate::cursor::protocol::connect;
+
+/// Wraps an interaction update in an `AgentServerMessage`.
+pub fn update(message: interaction_update::Message) -> agent::AgentServerMessage {
+    agent::AgentServerMessage {
+        message: Some(agent_server_message::Message::InteractionUpdate(agent::InteractionUpdate {
+            message: Some(message),
+        })),
+    }
+}
+
+pub fn text_delta(text: &str) -> agent::AgentServerMessage {
+    update(interaction_update::Message::TextDelta(agent::TextDeltaUpdate { text: text.to_owned() }))
+}
+
+pub fn thinking_delta(text: &str) -> agent::AgentServerMessage {
+    update(interaction_update::Message::ThinkingDelta(agent::ThinkingDeltaUpdate {
+        text: text.to_owned(),
+        thinking_style: None,
+    }))
+}
+
+pub fn thinking_completed(duration_ms: i32) -> agent::AgentServerMessage {
+    update(interaction_update::Message::ThinkingCompleted(agent::ThinkingCompletedUpdate {
+        thinking_duration_ms: duration_ms,
+    }))
+}
+
+pub fn token_delta(tokens: i32) -> agent::AgentServerMessage {
+    update(interaction_update::Message::TokenDelta(agent::TokenDeltaUpdate { tokens }))
+}
+
+pub fn heartbeat() -> agent::AgentServerMessage {
+    update(interaction_update::Message::Heartbeat(agent::HeartbeatUpdate {}))
+}
+
+/// Token counts for `turn_ended`; `None` leaves a field unset.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TurnUsage {
+    pub input_tokens: Option<i64>,
+    pub output_tokens: Option<i64>,
+    pub cache_read_tokens: Option<i64>,
+    pub cache_write_tokens: Option<i64>,
+}
+
+pub fn turn_ended(usage: TurnUsage) -> agent::AgentServerMessage {
+    update(interaction_update::Message::TurnEnded(agent::TurnEndedUpdate {
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        cache_read_tokens: usage.cache_read_tokens,
+        cache_write_tokens: usage.cache_write_tokens,
+    }))
+}
+
+/// Frames a server message as one envelope.
+pub fn frame(message: &agent::AgentServerMessage, compress: bool) -> Bytes {
+    connect::encode_envelope(&message.encode_to_vec(), compress)
+}
