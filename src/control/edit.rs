@@ -17,7 +17,8 @@ use crate::provider::Catalog;
 
 pub(crate) struct ConfigFile {
     path: Option<PathBuf>,
-    lock: tokio::sync::Mutex<()>,
+    /// Held across read, validate, write and the caller's apply, so edits never interleave.
+    pub(crate) lock: tokio::sync::Mutex<()>,
 }
 
 impl ConfigFile {
@@ -31,6 +32,7 @@ impl ConfigFile {
 
     /// Reads the file, lets `f` change the document, validates the result (config and catalog),
     /// writes it and returns the new config and catalog. Nothing is written when any step fails.
+    /// The caller holds [`ConfigFile::lock`].
     pub(crate) async fn edit(
         &self,
         current: FileConfig,
@@ -42,7 +44,6 @@ impl ConfigFile {
                 "this engine has no config file, so its configuration cannot be changed here".into(),
             ));
         };
-        let _guard = self.lock.lock().await;
         blocking(move || {
             let text = match std::fs::read_to_string(&path) {
                 Ok(t) => t,

@@ -307,6 +307,7 @@ impl ControlService {
         &self,
         f: impl FnOnce(&mut toml_edit::DocumentMut, &FileConfig) -> Result<(), ControlError> + Send + 'static,
     ) -> Result<FileConfig, ControlError> {
+        let _guard = self.inner.config.lock.lock().await;
         let current = self.current();
         let prices = self.inner.prices.clone();
         let (file, catalog) = self.inner.config.edit(current, prices, f).await?;
@@ -449,7 +450,10 @@ impl ControlService {
                      switch it to the keyring first"
                 )));
             }
-            None => provider.to_owned(),
+            // The entry is named after the provider, in the characters a key reference allows.
+            None => {
+                provider.chars().map(|c| if c.is_ascii_alphanumeric() || "_-.".contains(c) { c } else { '-' }).collect()
+            }
         };
         let keyring = keyring_of(&self.inner.gateway);
         let entry = name.clone();

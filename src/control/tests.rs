@@ -86,6 +86,7 @@ async fn edit(
     f: impl FnOnce(&mut toml_edit::DocumentMut, &FileConfig) -> Result<(), ControlError> + Send + 'static,
 ) -> Result<FileConfig, ControlError> {
     let prices = PriceTable::builtin().expect("prices");
+    let _guard = cf.lock.lock().await;
     cf.edit(FileConfig::default(), prices, f).await.map(|(file, _)| file)
 }
 
