@@ -66,7 +66,11 @@ impl ControlGuard {
     /// `Err` when the request must be refused.
     pub fn admit(&self, req: &Request) -> Result<(), Refusal> {
         let headers = req.headers();
-        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+        // HTTP/2 carries the host as `:authority` (the URI), HTTP/1.1 as `Host`.
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .or_else(|| req.uri().authority().map(|a| a.as_str()));
         if !host.is_some_and(|h| self.hosts.iter().any(|a| a.eq_ignore_ascii_case(h))) {
             return Err(Refusal::Host);
         }
@@ -108,6 +112,9 @@ pub fn harden(resp: &mut Response) {
     h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     h.remove(header::ACCESS_CONTROL_ALLOW_ORIGIN);
 }
+
+#[cfg(test)]
+mod tests;
 
 pub async fn check(State(guard): State<Arc<ControlGuard>>, req: Request, next: Next) -> Response {
     let mut resp = match guard.admit(&req) {

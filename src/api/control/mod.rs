@@ -163,7 +163,10 @@ async fn test_provider(State(s): Svc, Path(name): Path<String>) -> Res<dto::Conn
 }
 
 async fn set_key(State(s): Svc, Path(name): Path<String>, body: Bytes) -> Res<dto::KeyInfo> {
-    ok(s.set_provider_key(&name, json(&body)?).await)
+    // A generic message: serde's could quote the key back.
+    let input: dto::KeyInput = serde_json::from_slice(&body)
+        .map_err(|_| CtlError(ControlError::Invalid(r#"expected {"value": "<key>"}"#.into())))?;
+    ok(s.set_provider_key(&name, input).await)
 }
 
 async fn delete_key(State(s): Svc, Path(name): Path<String>) -> Res<dto::KeyInfo> {
