@@ -3,6 +3,7 @@
 pub mod api;
 pub mod app;
 pub mod config;
+pub mod control;
 pub mod cursor;
 pub mod dialect;
 pub mod model;

@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
-use keyhaven::app::Engine;
+use keyhaven::app::{Engine, EngineExtras};
 use keyhaven::config::{self, EngineConfig, FileConfig};
+use keyhaven::control::logs::LogRing;
+use keyhaven::control::token::ControlToken;
 use keyhaven::pricing::PriceTable;
 use keyhaven::provider::Catalog;
 use keyhaven::proxy::InterceptList;
@@ -69,6 +71,8 @@ enum Command {
         #[command(subcommand)]
         action: CaAction,
     },
+    /// Print the web dashboard's address and the control API token (created on first use).
+    Dashboard,
 }
 
 #[derive(Subcommand, Debug)]
@@ -174,13 +178,20 @@ fn load_config(path: &Path, out: &mut impl Write) -> anyhow::Result<FileConfig> 
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    // The engine never installs a subscriber: the binary does, with a layer feeding the control
+    // API's live log tail.
+    let logs = LogRing::default();
+    {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        tracing_subscriber::registry()
+            .with(filter)
+            .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+            .with(logs.layer())
+            .init();
+    }
     let paths = paths(&cli)?;
     let mut out = std::io::stdout().lock();
     match cli.command.unwrap_or(Command::Serve { listen: None }) {
@@ -188,16 +199,26 @@ fn main() -> anyhow::Result<()> {
             let mut file = load_config(&paths.config, &mut out)?;
             drop(out);
             fill_lingma_defaults(&mut file);
-            serve(EngineConfig {
-                config_path: Some(paths.config),
-                database_path: paths.database,
-                file,
-                listen,
-                ca_dir: paths.ca_dir,
-                proxy_listen: None,
-                upstream_overrides: config::UpstreamOverrides::default(),
-            })
+            let extras = EngineExtras {
+                trust: trust_env().ok(),
+                setup: setup_env(&paths, Some(&file), &format!("http://{}", file.proxy.listen)).ok(),
+                logs: Some(logs),
+            };
+            serve(
+                EngineConfig {
+                    config_path: Some(paths.config),
+                    database_path: paths.database,
+                    file,
+                    listen,
+                    ca_dir: paths.ca_dir,
+                    proxy_listen: None,
+                    upstream_overrides: config::UpstreamOverrides::default(),
+                },
+                extras,
+                paths.data,
+            )
         }
+        Command::Dashboard => dashboard(&paths, &mut out),
         Command::Models => {
             let file = load_config(&paths.config, &mut out)?;
             let prices = PriceTable::builtin()?;
@@ -350,13 +371,35 @@ fn dollars(micros_per_mtok: u64) -> String {
     format!("{:.2}", micros_per_mtok as f64 / 1e6)
 }
 
-fn serve(config: EngineConfig) -> anyhow::Result<()> {
+/// The dashboard address and the control token, for the browser UI and scripts.
+fn dashboard(paths: &Paths, out: &mut impl Write) -> anyhow::Result<()> {
+    let token = ControlToken::load_or_create(&paths.data)?;
+    let listen = if paths.config.exists() {
+        let text = std::fs::read_to_string(&paths.config)?;
+        config::load_str(&paths.config.display().to_string(), &text)?.server.listen
+    } else {
+        config::ServerConfig::default().listen
+    };
+    writeln!(out, "Dashboard:     http://{listen}/  (needs [server] ui_dir and a running `keyhaven serve`)")?;
+    writeln!(out, "Control API:   http://{listen}/api/status")?;
+    writeln!(out, "Control token: {}", token.expose())?;
+    writeln!(out, "  e.g. curl -H 'Authorization: Bearer {}' http://{listen}/api/status", token.expose())?;
+    writeln!(
+        out,
+        "The token is kept in {} (0600); anyone who has it can change Keyhaven.",
+        ControlToken::path(&paths.data).display()
+    )?;
+    Ok(())
+}
+
+fn serve(config: EngineConfig, extras: EngineExtras, data_dir: PathBuf) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
         let env = Arc::new(|name: &str| std::env::var(name).ok());
         let secrets = Secrets::new(Arc::new(OsKeyring), env);
         let models = config.file.models.len();
-        let engine = Engine::start(config, secrets).await?;
+        let ui = config.file.server.ui_dir.as_ref().is_some_and(|d| d.is_dir());
+        let engine = Engine::start_with(config, secrets, extras).await?;
         let addr = engine.local_addr();
         // A closed stdout (a supervisor that stopped reading) must not stop the gateway.
         let mut out = std::io::stdout().lock();
@@ -371,6 +414,14 @@ fn serve(config: EngineConfig) -> anyhow::Result<()> {
                 proxy.mode.get().as_str()
             );
         }
+        if ui {
+            let _ = writeln!(out, "  Dashboard: http://{addr}/");
+        }
+        let _ = writeln!(
+            out,
+            "  Control:   http://{addr}/api/ (token: `keyhaven dashboard`, in {})",
+            ControlToken::path(&data_dir).display()
+        );
         let _ = out.flush();
         drop(out);
         shutdown_signal().await;

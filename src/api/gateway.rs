@@ -286,7 +286,7 @@ pub async fn health() -> Response {
     axum::Json(json!({"status": "ok"})).into_response()
 }
 
-pub async fn not_found(uri: axum::http::Uri) -> Response {
+pub(crate) async fn not_found(uri: axum::http::Uri) -> Response {
     let dialect = Inbound::for_path(uri.path());
     ApiError::new(dialect, ErrorKind::NotFound, format!("no route for {}", uri.path())).into_response()
 }

@@ -1,5 +1,6 @@
 //! HTTP entry points: the OpenAI- (Chat Completions and Responses) and Anthropic-compatible
-//! gateway endpoints.
+//! gateway endpoints, and on the same listener the control API under `/api/` and the web UI at
+//! `/` ([`control`]).
 //!
 //! Handlers are thin: decode with the inbound dialect, call [`crate::provider::Gateway`], encode.
 //! Every request passes the local-endpoint [`guard`] (exact Host, Origin, JSON-only POST).
@@ -7,6 +8,7 @@
 //! caller's dialect.
 
 mod clients;
+pub mod control;
 mod conversations;
 mod count;
 pub mod cursor;
@@ -42,6 +44,8 @@ pub struct ApiState {
     pub clients: Arc<dyn ClientDirectory>,
     /// Refuse calls that present no known client token.
     pub require_client_token: bool,
+    /// The control API and web UI; `None`: neither is served.
+    pub control: Option<control::ControlApi>,
 }
 
 impl std::fmt::Debug for dyn ClientDirectory {
@@ -53,14 +57,25 @@ impl std::fmt::Debug for dyn ClientDirectory {
 /// The gateway router. Tests drive it with `oneshot` or a server on port 0.
 pub fn router(state: ApiState) -> Router {
     let guard = state.guard.clone();
-    Router::new()
+    let mut app = Router::new()
         .route("/v1/chat/completions", post(gateway::chat_completions))
         .route("/v1/messages", post(gateway::messages))
         .route("/v1/messages/count_tokens", post(count::count_tokens))
         .route("/v1/responses", post(gateway::responses))
         .route("/v1/models", get(gateway::models))
         .route("/health", get(gateway::health))
-        .fallback(gateway::not_found)
-        .layer(axum::middleware::from_fn_with_state(guard, guard::check))
-        .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(guard.clone(), guard::check));
+    let ui = control::ui::UiState {
+        dir: state.control.as_ref().and_then(|c| c.ui_dir.clone()),
+        token: state.control.as_ref().map(|c| c.token.clone()),
+        guard: Arc::new(control::guard::ControlGuard::without_token(&guard)),
+    };
+    if let Some(c) = state.control.clone() {
+        app = app.merge(control::router(c, guard));
+    }
+    app.fallback(move |req: axum::extract::Request| {
+        let ui = ui.clone();
+        async move { control::ui::serve(axum::extract::State(ui), req).await }
+    })
+    .with_state(state)
 }

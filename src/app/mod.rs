@@ -7,19 +7,25 @@ mod clients;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::api::control::ControlApi;
 use crate::api::{self, ApiState, GuardConfig};
 use crate::config::EngineConfig;
+use crate::control::logs::LogRing;
+use crate::control::token::ControlToken;
+use crate::control::{ControlDeps, ControlService};
 use crate::cursor::turn::{Backend, BackendOptions};
 use crate::model::{CallFinish, CallStart};
 use crate::pricing::PriceTable;
 use crate::provider::{Ack, CallSink, Catalog, Gateway, GatewayOptions, NullSink};
 use crate::proxy::ca::{CaOrigin, CaPaths, KeyLocation, LocalCa};
+use crate::proxy::trust::TrustEnv;
 use crate::proxy::upstream::{Upstream, UpstreamOptions};
 use crate::proxy::{self, InterceptList, ModeSwitch, ProxyDeps, ProxyError, ProxyHandle, ProxyOptions, TracingSink};
 use crate::secrets::Secrets;
-use crate::setup::ClientTokens;
+use crate::setup::{ClientTokens, SetupEnv};
 use crate::store::{Store, StoreError, StoreOptions};
 use crate::task::Spawner;
 
@@ -35,6 +41,8 @@ pub enum EngineError {
     Catalog(String),
     #[error(transparent)]
     Proxy(#[from] ProxyError),
+    #[error("control: {0}")]
+    Control(String),
 }
 
 impl EngineError {
@@ -45,6 +53,7 @@ impl EngineError {
             EngineError::Pricing(_) => "pricing",
             EngineError::Catalog(_) => "catalog",
             EngineError::Proxy(e) => e.kind(),
+            EngineError::Control(_) => "control",
         }
     }
 }
@@ -80,6 +89,27 @@ pub struct EngineHandle {
     pub addr: SocketAddr,
     /// The intercepting proxy, when `[proxy] enabled`.
     pub proxy: Option<ProxyHandle>,
+    /// The management service (the shell's commands and the HTTP control API use it).
+    pub control: ControlService,
+}
+
+impl EngineHandle {
+    pub fn control(&self) -> &ControlService {
+        &self.control
+    }
+}
+
+/// Parts of the environment the engine cannot find itself (config is a value): passed in by the
+/// binary or the shell. Every field is optional; what is missing makes the matching control
+/// calls `unavailable`.
+#[derive(Debug, Default, Clone)]
+pub struct EngineExtras {
+    /// The OS trust stores, for the control API's CA install, uninstall and rotate.
+    pub trust: Option<TrustEnv>,
+    /// The user's home and Keyhaven's endpoints, for client setup.
+    pub setup: Option<SetupEnv>,
+    /// The log ring the binary's tracing layer feeds, for the live log tail.
+    pub logs: Option<LogRing>,
 }
 
 /// The running engine.
@@ -98,6 +128,15 @@ impl Engine {
     /// Opens the store (marking calls a previous process left in flight as interrupted), builds
     /// the catalog and binds the gateway listener.
     pub async fn start(config: EngineConfig, secrets: Secrets) -> Result<Engine, EngineError> {
+        Engine::start_with(config, secrets, EngineExtras::default()).await
+    }
+
+    /// [`Engine::start`] with the environment the control service needs.
+    pub async fn start_with(
+        config: EngineConfig,
+        secrets: Secrets,
+        extras: EngineExtras,
+    ) -> Result<Engine, EngineError> {
         let epoch = now_ms();
         let db = config.database_path.clone();
         let synchronous_full = config.file.server.synchronous == crate::config::Synchronous::Full;
@@ -113,6 +152,7 @@ impl Engine {
         }
         let prices = PriceTable::builtin().map_err(|e| EngineError::Pricing(e.to_string()))?;
         let catalog = Catalog::new(&config.file, &prices).map_err(EngineError::Catalog)?;
+        let control_prices = prices.clone();
         let server = &config.file.server;
         let secrets_keyring = secrets.keyring().clone();
         let gateway = Arc::new(Gateway::new(
@@ -153,6 +193,29 @@ impl Engine {
         } else {
             None
         };
+        let token_dir = data_dir.clone();
+        let token = tokio::task::spawn_blocking(move || ControlToken::load_or_create(&token_dir))
+            .await
+            .map_err(|e| EngineError::Catalog(format!("control token task failed: {e}")))?
+            .map_err(|e| EngineError::Control(e.to_string()))?;
+        let retention_days = Arc::new(AtomicU32::new(server.retention_days));
+        let control = ControlService::new(ControlDeps {
+            gateway: gateway.clone(),
+            store: store.clone(),
+            prices: control_prices,
+            file: config.file.clone(),
+            config_path: config.config_path.clone(),
+            data_dir: data_dir.clone(),
+            ca_dir: config.ca_dir.clone(),
+            gateway_addr: addr,
+            proxy_addr: proxy.as_ref().map(|p| p.addr),
+            mode: proxy.as_ref().map(|p| p.mode.clone()),
+            trust: extras.trust,
+            setup: extras.setup,
+            logs: extras.logs,
+            shutdown: spawner.root_token().child_token(),
+            retention_days: retention_days.clone(),
+        });
         let state = ApiState {
             gateway: gateway.clone(),
             guard: Arc::new(GuardConfig::for_listener(addr)),
@@ -161,6 +224,11 @@ impl Engine {
             clients: directory,
             require_client_token: server.require_client_token,
             conversations: Arc::new(api::Conversations::default()),
+            control: Some(ControlApi {
+                service: control.clone(),
+                token: Arc::new(token),
+                ui_dir: server.ui_dir.clone(),
+            }),
         };
         let token = spawner.root_token().clone();
         let app = api::router(state);
@@ -176,25 +244,26 @@ impl Engine {
                 tracing::error!(error = %e, "gateway listener stopped");
             }
         });
-        let retention = Duration::from_secs(u64::from(server.retention_days) * 86_400);
-        if !retention.is_zero() {
-            let store = store.clone();
-            spawner.spawn(spawner.root_token().child_token(), async move {
-                loop {
-                    let cutoff = now_ms() - i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
-                    match store.prune(cutoff).await {
+        // Retention is live: the control service changes the shared value.
+        let prune_store = store.clone();
+        spawner.spawn(spawner.root_token().child_token(), async move {
+            loop {
+                let days = retention_days.load(Ordering::Relaxed);
+                if days > 0 {
+                    let cutoff = now_ms().saturating_sub(i64::from(days) * 86_400_000);
+                    match prune_store.prune(cutoff).await {
                         Ok(n) if n > 0 => tracing::info!(deleted = n, "pruned calls past retention"),
                         Ok(_) => {}
                         Err(e) => tracing::warn!(error = %e, "pruning old calls failed"),
                     }
-                    tokio::time::sleep(Duration::from_secs(3600)).await;
                 }
-            });
-        }
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+            }
+        });
         tracing::info!(%addr, models = gateway.catalog().models().len(), "keyhaven gateway listening");
         Ok(Engine {
             spawner,
-            handle: EngineHandle { gateway, store, addr, proxy },
+            handle: EngineHandle { gateway, store, addr, proxy, control },
             database_path: config.database_path,
         })
     }

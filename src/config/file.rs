@@ -163,6 +163,9 @@ pub struct ServerConfig {
     pub body_capture_limit: usize,
     pub max_request_bytes: usize,
     pub retention_days: u32,
+    /// The built web UI (`ui/dist`), served at `/` on the gateway listener with the control token
+    /// injected. Unset or missing: no UI is served (the control API under `/api/` still is).
+    pub ui_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -176,6 +179,7 @@ impl Default for ServerConfig {
             body_capture_limit: 64 * 1024,
             max_request_bytes: 32 * 1024 * 1024,
             retention_days: 30,
+            ui_dir: None,
         }
     }
 }

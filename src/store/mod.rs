@@ -17,7 +17,8 @@
 //!
 //! `usage_daily` is keyed by the UTC day of the call's start, the requested model name, the
 //! provider and the client, and is updated in the same transaction as each finish. Pruning and
-//! deleting calls leave it untouched.
+//! deleting calls leave it untouched. `latency_daily` has the same key plus a histogram bucket of
+//! `total_ms` ([`LATENCY_BOUNDS_MS`]), so latency percentiles never scan `calls` either.
 
 mod read;
 mod schema;
@@ -39,7 +40,10 @@ use tokio::sync::oneshot;
 use crate::model::{CallFinish, CallStart};
 use crate::store::writer::{Command, Writer};
 
-pub use read::{CallDetail, CallFilter, CallSummary, DEFAULT_LIMIT, MAX_LIMIT, UsageRow, UsageTotals};
+pub use read::{
+    CallDetail, CallFilter, CallSummary, DEFAULT_LIMIT, LATENCY_BOUNDS_MS, LatencyHistogram, MAX_LIMIT, UsageGroup,
+    UsageGroupRow, UsageRow, UsageTotals,
+};
 
 /// How long SQLite waits on a lock held by another connection.
 const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
@@ -376,6 +380,30 @@ impl Store {
     pub async fn call_detail(&self, id: &str) -> Result<Option<CallDetail>, StoreError> {
         let id = id.to_owned();
         self.read(move |c| read::call_detail(c, &id)).await
+    }
+
+    /// Usage per day, model, provider or client over `since_day..=until_day` (`YYYY-MM-DD`), from
+    /// the `usage_daily` rollup.
+    pub async fn usage_grouped(
+        &self,
+        since_day: &str,
+        until_day: &str,
+        group: UsageGroup,
+    ) -> Result<Vec<UsageGroupRow>, StoreError> {
+        let (since, until) = (since_day.to_owned(), until_day.to_owned());
+        self.read(move |c| read::usage_grouped(c, &since, &until, group)).await
+    }
+
+    /// Latency histograms (buckets of [`LATENCY_BOUNDS_MS`]) over `since_day..=until_day`, per
+    /// group or (with `None`) one for everything, from the `latency_daily` rollup.
+    pub async fn latency_histograms(
+        &self,
+        since_day: &str,
+        until_day: &str,
+        group: Option<UsageGroup>,
+    ) -> Result<Vec<LatencyHistogram>, StoreError> {
+        let (since, until) = (since_day.to_owned(), until_day.to_owned());
+        self.read(move |c| read::latency_histograms(c, &since, &until, group)).await
     }
 
     pub async fn count_calls(&self) -> Result<u64, StoreError> {

@@ -39,6 +39,53 @@ pub struct UsageTotals {
     pub total_ms_sum: i64,
 }
 
+/// Upper bounds (inclusive, ms) of the latency histogram buckets in `latency_daily`; one more
+/// bucket holds everything slower than the last bound.
+pub const LATENCY_BOUNDS_MS: [i64; 22] = [
+    50, 100, 200, 300, 500, 750, 1_000, 1_500, 2_000, 3_000, 5_000, 7_500, 10_000, 15_000, 20_000, 30_000, 45_000,
+    60_000, 120_000, 300_000, 600_000, 1_800_000,
+];
+
+/// What usage rows are grouped by (every group sums over the others).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UsageGroup {
+    Day,
+    Model,
+    Provider,
+    Client,
+}
+
+impl UsageGroup {
+    fn column(self) -> &'static str {
+        match self {
+            UsageGroup::Day => "day",
+            UsageGroup::Model => "model",
+            UsageGroup::Provider => "provider",
+            UsageGroup::Client => "client",
+        }
+    }
+}
+
+/// Usage of one group (a day, model, provider or client) summed over a day range.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UsageGroupRow {
+    /// The day (`YYYY-MM-DD`), model, provider or client; `''` when unknown.
+    pub key: String,
+    pub calls: u64,
+    pub errors: u64,
+    pub usage: Usage,
+    pub cost_micros: i64,
+    pub total_ms_sum: i64,
+}
+
+/// The latency histogram of one group (or of everything, with an empty key, when the query was
+/// ungrouped): `counts[i]` calls fell in bucket `i` of [`LATENCY_BOUNDS_MS`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LatencyHistogram {
+    pub key: String,
+    pub counts: Vec<u64>,
+}
+
 /// Which calls [`Store::recent_calls`](crate::store::Store::recent_calls) lists, newest first.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CallFilter {
@@ -48,6 +95,7 @@ pub struct CallFilter {
     pub model: Option<String>,
     pub status: Option<CallStatus>,
     pub client: Option<String>,
+    pub provider: Option<String>,
     /// Only calls started at or after this time.
     pub since_ms: Option<i64>,
 }
@@ -159,6 +207,10 @@ pub(crate) fn recent_calls(conn: &Connection, filter: &CallFilter) -> Result<Vec
         sql.push_str(" AND client = ?");
         params.push(Value::Text(client.clone()));
     }
+    if let Some(provider) = &filter.provider {
+        sql.push_str(" AND provider = ?");
+        params.push(Value::Text(provider.clone()));
+    }
     if let Some(since) = filter.since_ms {
         sql.push_str(" AND started_ms >= ?");
         params.push(Value::Integer(since));
@@ -234,4 +286,65 @@ pub(crate) fn usage_totals(conn: &Connection, since_day: &str) -> Result<UsageTo
             })
         })?;
     Ok(totals)
+}
+
+/// Usage per group over the days `since_day..=until_day` (`YYYY-MM-DD`), ordered by key. Reads
+/// only `usage_daily`.
+pub(crate) fn usage_grouped(
+    conn: &Connection,
+    since_day: &str,
+    until_day: &str,
+    group: UsageGroup,
+) -> Result<Vec<UsageGroupRow>, StoreError> {
+    let col = group.column();
+    let sql = format!(
+        "SELECT {col}, SUM(calls), SUM(errors), SUM(input_tokens), SUM(output_tokens), SUM(cache_read_tokens), \
+         SUM(cache_write_tokens), SUM(reasoning_tokens), SUM(cost_micros), SUM(total_ms_sum) \
+         FROM usage_daily WHERE day >= ?1 AND day <= ?2 GROUP BY {col} ORDER BY {col}"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt
+        .query_map([since_day, until_day], |row| {
+            Ok(UsageGroupRow {
+                key: row.get(0)?,
+                calls: to_u64(row.get(1)?),
+                errors: to_u64(row.get(2)?),
+                usage: usage_at(row, 3)?,
+                cost_micros: row.get(8)?,
+                total_ms_sum: row.get(9)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+/// Latency histograms over the days `since_day..=until_day`: one per group, or a single one with
+/// an empty key when `group` is `None`. Reads only `latency_daily` (bounded by days × keys ×
+/// buckets, never by the number of calls).
+pub(crate) fn latency_histograms(
+    conn: &Connection,
+    since_day: &str,
+    until_day: &str,
+    group: Option<UsageGroup>,
+) -> Result<Vec<LatencyHistogram>, StoreError> {
+    let key = group.map_or("''", UsageGroup::column);
+    let sql = format!(
+        "SELECT {key}, bucket, SUM(calls) FROM latency_daily WHERE day >= ?1 AND day <= ?2 \
+         GROUP BY {key}, bucket ORDER BY {key}, bucket"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows: Vec<(String, i64, i64)> = stmt
+        .query_map([since_day, until_day], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut out: Vec<LatencyHistogram> = Vec::new();
+    for (key, bucket, calls) in rows {
+        if out.last().is_none_or(|h| h.key != key) {
+            out.push(LatencyHistogram { key, counts: vec![0; LATENCY_BOUNDS_MS.len() + 1] });
+        }
+        let idx = usize::try_from(bucket).unwrap_or(usize::MAX).min(LATENCY_BOUNDS_MS.len());
+        if let Some(h) = out.last_mut() {
+            h.counts[idx] += to_u64(calls);
+        }
+    }
+    Ok(out)
 }

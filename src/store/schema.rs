@@ -6,8 +6,11 @@ use rusqlite::{Connection, TransactionBehavior};
 use crate::store::StoreError;
 
 /// Migration `n` (1-based) is `MIGRATIONS[n - 1]`; after it, `user_version` is `n`.
-const MIGRATIONS: &[&str] =
-    &[include_str!("migrations/0001_create_calls.sql"), include_str!("migrations/0002_create_usage_daily.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/0001_create_calls.sql"),
+    include_str!("migrations/0002_create_usage_daily.sql"),
+    include_str!("migrations/0003_create_latency_daily.sql"),
+];
 
 /// The newest schema version this build knows.
 pub(crate) fn supported_version() -> i64 {

@@ -5,7 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::model::{CallFinish, CallStart, CallStatus, Usage};
-use crate::store::{CallDetail, CallFilter, CallSummary, Store, StoreError, StoreOptions, UsageRow, schema};
+use crate::store::{
+    CallDetail, CallFilter, CallSummary, LATENCY_BOUNDS_MS, Store, StoreError, StoreOptions, UsageGroup, UsageRow,
+    schema,
+};
 
 /// 2025-01-01T00:00:00Z in ms.
 const DAY0: i64 = 1_735_689_600_000;
@@ -86,7 +89,7 @@ async fn migrations_apply_on_a_fresh_file() {
         .expect("query")
         .collect::<rusqlite::Result<_>>()
         .expect("rows");
-    assert_eq!(tables, ["calls", "usage_daily"]);
+    assert_eq!(tables, ["calls", "latency_daily", "usage_daily"]);
 }
 
 #[tokio::test]
@@ -511,4 +514,42 @@ async fn a_full_disk_fails_only_the_affected_records_and_the_writer_keeps_going(
     store.record_finish(finish("before", DAY0 + 34, CallStatus::Ok, 1)).await.expect("finish again");
     assert_eq!(store.count_calls().await.expect("count"), 2);
     assert_eq!(store.usage_totals("2025-01-01").await.expect("totals").calls, 1);
+}
+
+#[tokio::test]
+async fn grouped_usage_and_latency_histograms_come_from_the_rollups() {
+    let store = Store::open_in_memory(opts(1)).expect("open");
+    let cases = [("g0", "m1", "p1", "c1", 40), ("g1", "m1", "p2", "c1", 400), ("g2", "m2", "p2", "c2", 4_000)];
+    for (id, model, provider, client, total) in cases {
+        let mut s = start(id, DAY0, model);
+        s.provider = Some(provider.into());
+        s.client = client.into();
+        store.record_start(s).await.expect("start");
+        let mut f = finish(id, DAY0 + total, CallStatus::Ok, 1);
+        f.total_ms = total;
+        store.record_finish(f).await.expect("finish");
+    }
+    let by_provider = store.usage_grouped("2025-01-01", "2025-01-01", UsageGroup::Provider).await.expect("grouped");
+    let keys: Vec<_> = by_provider.iter().map(|r| (r.key.as_str(), r.calls)).collect();
+    assert_eq!(keys, [("p1", 1), ("p2", 2)]);
+    let by_client = store.usage_grouped("2025-01-01", "2025-01-01", UsageGroup::Client).await.expect("grouped");
+    assert_eq!(by_client.iter().map(|r| r.calls).collect::<Vec<_>>(), [2, 1]);
+    assert!(store.usage_grouped("2025-01-02", "2025-01-09", UsageGroup::Day).await.expect("empty").is_empty());
+
+    let all = store.latency_histograms("2025-01-01", "2025-01-01", None).await.expect("histogram");
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].counts.len(), LATENCY_BOUNDS_MS.len() + 1);
+    assert_eq!(all[0].counts.iter().sum::<u64>(), 3);
+    assert_eq!(all[0].counts[0], 1, "40 ms is in the first bucket");
+    assert_eq!(all[0].counts[4], 1, "400 ms is in the 300..=500 bucket");
+    let by_model = store.latency_histograms("2025-01-01", "2025-01-01", Some(UsageGroup::Model)).await.expect("h");
+    assert_eq!(by_model.iter().map(|h| h.key.as_str()).collect::<Vec<_>>(), ["m1", "m2"]);
+    // Pruning keeps the histogram, like usage_daily.
+    store.prune(DAY0 + DAY_MS).await.expect("prune");
+    assert_eq!(store.latency_histograms("2025-01-01", "2025-01-01", None).await.expect("h"), all);
+    let only_p2 = store
+        .recent_calls(CallFilter { provider: Some("p2".into()), ..CallFilter::default() })
+        .await
+        .expect("filtered");
+    assert!(only_p2.is_empty(), "pruned");
 }

@@ -13,7 +13,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior, named_params};
 use tokio::sync::oneshot;
 
 use crate::model::{CallFinish, CallStart, CallStatus};
-use crate::store::StoreError;
+use crate::store::{LATENCY_BOUNDS_MS, StoreError};
 
 /// The most commands applied in one transaction.
 const MAX_BATCH: usize = 256;
@@ -359,6 +359,29 @@ fn add_to_rollup(conn: &Connection, id: &str) -> rusqlite::Result<()> {
          reasoning_tokens, COALESCE(cost_micros, 0), COALESCE(total_ms, 0) \
          FROM calls WHERE id = ?1 \
          ON CONFLICT (day, model, provider, client) DO UPDATE SET {sums}"
+    );
+    conn.prepare_cached(&sql)?.execute([id])?;
+    add_to_latency(conn, id)
+}
+
+/// The `CASE` expression mapping `total_ms` to its bucket in [`LATENCY_BOUNDS_MS`].
+fn bucket_expr() -> String {
+    let mut sql = String::from("CASE");
+    for (i, bound) in LATENCY_BOUNDS_MS.iter().enumerate() {
+        sql.push_str(&format!(" WHEN total_ms <= {bound} THEN {i}"));
+    }
+    sql.push_str(&format!(" ELSE {} END", LATENCY_BOUNDS_MS.len()));
+    sql
+}
+
+/// Adds one finished row's duration to `latency_daily` (rows without a duration are skipped).
+fn add_to_latency(conn: &Connection, id: &str) -> rusqlite::Result<()> {
+    let sql = format!(
+        "INSERT INTO latency_daily (day, model, provider, client, bucket, calls) \
+         SELECT strftime('%Y-%m-%d', started_ms / 1000, 'unixepoch'), model, COALESCE(provider, ''), client, \
+         {}, 1 FROM calls WHERE id = ?1 AND total_ms IS NOT NULL \
+         ON CONFLICT (day, model, provider, client, bucket) DO UPDATE SET calls = calls + 1",
+        bucket_expr()
     );
     conn.prepare_cached(&sql)?.execute([id])?;
     Ok(())

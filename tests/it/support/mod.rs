@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
-use keyhaven::app::{Engine, EngineHandle};
+use keyhaven::app::{Engine, EngineExtras, EngineHandle};
 use keyhaven::config::{EngineConfig, load_str};
 use keyhaven::dialect::sse::SseEvent;
 use keyhaven::dialect::{anthropic, openai_chat, openai_responses};
@@ -152,11 +152,28 @@ impl TestEngine {
 
     /// Starts with a given keyring (tests that issue client tokens first).
     pub async fn start_with_keyring(dir: tempfile::TempDir, config: &str, keyring: Arc<MemoryKeyring>) -> TestEngine {
+        TestEngine::start_full(dir, config, keyring, false, EngineExtras::default()).await
+    }
+
+    /// The most general start: with `config_file`, the config is written to `config.toml` in the
+    /// data dir and the engine (its control service) owns that file.
+    pub async fn start_full(
+        dir: tempfile::TempDir,
+        config: &str,
+        keyring: Arc<MemoryKeyring>,
+        config_file: bool,
+        extras: EngineExtras,
+    ) -> TestEngine {
         let file = load_str("test.toml", config).expect("test config");
         keyring.set("test-key", &SecretString::from(CANARY_KEY)).expect("key");
         let secrets = Secrets::new(keyring, Arc::new(|_| None));
+        let config_path = config_file.then(|| {
+            let path = dir.path().join("config.toml");
+            std::fs::write(&path, config).expect("write config");
+            path
+        });
         let config = EngineConfig {
-            config_path: None,
+            config_path,
             database_path: dir.path().join("keyhaven.db"),
             file,
             listen: Some("127.0.0.1:0".parse().expect("addr")),
@@ -164,7 +181,7 @@ impl TestEngine {
             proxy_listen: Some("127.0.0.1:0".parse().expect("addr")),
             upstream_overrides: Default::default(),
         };
-        let engine = Engine::start(config, secrets).await.expect("engine starts");
+        let engine = Engine::start_with(config, secrets, extras).await.expect("engine starts");
         let handle = engine.handle();
         let base = format!("http://{}", engine.local_addr());
         TestEngine { engine: Some(engine), handle, dir, base, http: reqwest::Client::new() }

@@ -1,0 +1,126 @@
+//! The control API's guard: exact `Host`, exact `Origin` (only the listener's own origins),
+//! bearer token in constant time, JSON on every method but GET and HEAD. Refusals are
+//! 403 (Host, Origin), 401 (token) and 415 (content type), decided before any handler runs, so a
+//! refused request has no side effect. No CORS header is ever added; responses are `no-store`.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::Response;
+
+use crate::api::GuardConfig;
+use crate::api::control::error_response;
+use crate::control::token::ControlToken;
+
+/// Why a request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    Host,
+    Origin,
+    Token,
+    ContentType,
+}
+
+impl Refusal {
+    pub fn response(self) -> Response {
+        match self {
+            Refusal::Host => error_response(StatusCode::FORBIDDEN, "forbidden", "Host not allowed"),
+            Refusal::Origin => error_response(StatusCode::FORBIDDEN, "forbidden", "Origin not allowed"),
+            Refusal::Token => error_response(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "a valid control token is required (see `keyhaven dashboard`)",
+            ),
+            Refusal::ContentType => error_response(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "Content-Type must be application/json",
+            ),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct ControlGuard {
+    hosts: Vec<String>,
+    origins: Vec<String>,
+    token: Option<Arc<ControlToken>>,
+}
+
+impl ControlGuard {
+    /// The listener's hosts; its origins are `http://` + each host. With a token, requests must
+    /// present it (the UI's static files are served without one).
+    pub fn new(cfg: &GuardConfig, token: Arc<ControlToken>) -> ControlGuard {
+        let mut g = ControlGuard::without_token(cfg);
+        g.token = Some(token);
+        g
+    }
+
+    pub fn without_token(cfg: &GuardConfig) -> ControlGuard {
+        let origins = cfg.hosts.iter().map(|h| format!("http://{}", h.to_ascii_lowercase())).collect();
+        ControlGuard { hosts: cfg.hosts.clone(), origins, token: None }
+    }
+
+    /// `Err` when the request must be refused.
+    pub fn admit(&self, req: &Request) -> Result<(), Refusal> {
+        let headers = req.headers();
+        // HTTP/2 carries the host as `:authority` (the URI), HTTP/1.1 as `Host`.
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .or_else(|| req.uri().authority().map(|a| a.as_str()));
+        if !host.is_some_and(|h| self.hosts.iter().any(|a| a.eq_ignore_ascii_case(h))) {
+            return Err(Refusal::Host);
+        }
+        if let Some(origin) = headers.get(header::ORIGIN)
+            && !origin.to_str().is_ok_and(|o| self.origins.iter().any(|a| a == o))
+        {
+            return Err(Refusal::Origin);
+        }
+        if let Some(token) = &self.token {
+            let presented = headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .map(str::trim);
+            if !presented.is_some_and(|p| token.verify(p)) {
+                return Err(Refusal::Token);
+            }
+            if !matches!(*req.method(), Method::GET | Method::HEAD) {
+                let json = headers
+                    .get(header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.split(';').next())
+                    .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+                if !json {
+                    return Err(Refusal::ContentType);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Adds the headers every control and UI response carries.
+pub fn harden(resp: &mut Response) {
+    let h = resp.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.remove(header::ACCESS_CONTROL_ALLOW_ORIGIN);
+}
+
+#[cfg(test)]
+mod tests;
+
+pub async fn check(State(guard): State<Arc<ControlGuard>>, req: Request, next: Next) -> Response {
+    let mut resp = match guard.admit(&req) {
+        Ok(()) => next.run(req).await,
+        Err(refusal) => refusal.response(),
+    };
+    harden(&mut resp);
+    resp
+}

@@ -1,0 +1,284 @@
+//! The HTTP control API for the browser UI in headless mode: JSON under `/api/…` on the gateway's
+//! own loopback listener, one thin handler per [`ControlService`] method, plus the built UI at
+//! `/` ([`ui`]).
+//!
+//! Protection (security-reliability.md §2.2; [`guard`]): exact `Host`, exact `Origin` (only the
+//! listener's own origins, e.g. `http://127.0.0.1:4937`), `Authorization: Bearer <control token>`
+//! compared in constant time, `Content-Type: application/json` on every method but GET and HEAD,
+//! and no CORS headers at all, so a page from another origin can neither read nor change
+//! anything. Errors are `{ "kind", "message" }` ([`ControlError::body`]).
+//!
+//! Routes:
+//! ```text
+//! GET    /api/status
+//! GET    /api/providers                 POST /api/providers
+//! PUT    /api/providers/{name}          DELETE /api/providers/{name}
+//! POST   /api/providers/{name}/test
+//! PUT    /api/providers/{name}/key      DELETE /api/providers/{name}/key
+//! GET    /api/models                    POST /api/models
+//! PUT    /api/models/{name}             DELETE /api/models/{name}
+//! POST   /api/models/{name}/test
+//! GET    /api/routing                   PUT /api/routing
+//! GET    /api/ca                        POST /api/ca/install | /api/ca/uninstall | /api/ca/rotate
+//! GET    /api/usage?days=7&groupBy=model
+//! GET    /api/calls?limit=&offset=&model=&provider=&client=&status=&sinceMs=
+//! GET    /api/calls/{id}                DELETE /api/calls/{id}
+//! GET    /api/retention                 PUT /api/retention
+//! GET    /api/clients                   POST /api/clients/{client}/route | /api/clients/{client}/undo
+//! GET    /api/logs?n=200 | ?after=SEQ
+//! GET    /api/settings                  PUT /api/settings
+//! ```
+
+pub mod guard;
+pub mod ui;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use crate::control::token::ControlToken;
+use crate::control::{ControlError, ControlService, dto};
+
+/// What the control routes need.
+#[derive(Debug, Clone)]
+pub struct ControlApi {
+    pub service: ControlService,
+    pub token: Arc<ControlToken>,
+    /// The built UI (`ui/dist`); `None` or missing: no UI.
+    pub ui_dir: Option<std::path::PathBuf>,
+}
+
+/// A control error as an HTTP response.
+pub struct CtlError(pub ControlError);
+
+impl From<ControlError> for CtlError {
+    fn from(e: ControlError) -> CtlError {
+        CtlError(e)
+    }
+}
+
+pub(crate) fn error_response(status: StatusCode, kind: &str, message: &str) -> Response {
+    let body = dto::ErrorBody { kind: kind.to_owned(), message: message.to_owned() };
+    (status, axum::Json(body)).into_response()
+}
+
+impl IntoResponse for CtlError {
+    fn into_response(self) -> Response {
+        let status = match self.0 {
+            ControlError::NotFound(_) => StatusCode::NOT_FOUND,
+            ControlError::Invalid(_) => StatusCode::BAD_REQUEST,
+            ControlError::Conflict(_) => StatusCode::CONFLICT,
+            ControlError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ControlError::Secret(_)
+            | ControlError::Store(_)
+            | ControlError::Io(_)
+            | ControlError::Ca(_)
+            | ControlError::Setup(_)
+            | ControlError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            tracing::warn!(kind = self.0.kind(), error = %self.0, "control call failed");
+        }
+        error_response(status, self.0.kind(), &self.0.to_string())
+    }
+}
+
+type Res<T> = Result<axum::Json<T>, CtlError>;
+
+fn json<T: DeserializeOwned>(body: &Bytes) -> Result<T, CtlError> {
+    serde_json::from_slice(body).map_err(|e| CtlError(ControlError::Invalid(format!("bad JSON body: {e}"))))
+}
+
+fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, CtlError> {
+    q.map(|Query(v)| v).map_err(|e| CtlError(ControlError::Invalid(format!("bad query: {}", e.body_text()))))
+}
+
+fn ok<T>(r: Result<T, ControlError>) -> Res<T> {
+    r.map(axum::Json).map_err(CtlError)
+}
+
+/// The `/api/…` routes, guarded. Merged into the gateway router by `api::router`.
+pub fn router<S: Clone + Send + Sync + 'static>(api: ControlApi, guard: Arc<crate::api::GuardConfig>) -> Router<S> {
+    let check = guard::ControlGuard::new(&guard, api.token.clone());
+    Router::new()
+        .route("/api/status", get(status))
+        .route("/api/providers", get(providers).post(create_provider))
+        .route("/api/providers/{name}", put(update_provider).delete(delete_provider))
+        .route("/api/providers/{name}/test", post(test_provider))
+        .route("/api/providers/{name}/key", put(set_key).delete(delete_key))
+        .route("/api/models", get(models).post(create_model))
+        .route("/api/models/{name}", put(update_model).delete(delete_model))
+        .route("/api/models/{name}/test", post(test_model))
+        .route("/api/routing", get(routing).put(set_routing))
+        .route("/api/ca", get(ca_status))
+        .route("/api/ca/install", post(ca_install))
+        .route("/api/ca/uninstall", post(ca_uninstall))
+        .route("/api/ca/rotate", post(ca_rotate))
+        .route("/api/usage", get(usage))
+        .route("/api/calls", get(calls))
+        .route("/api/calls/{id}", get(call).delete(delete_call))
+        .route("/api/retention", get(retention).put(set_retention))
+        .route("/api/clients", get(clients))
+        .route("/api/clients/{client}/route", post(route_client))
+        .route("/api/clients/{client}/undo", post(undo_client))
+        .route("/api/logs", get(logs))
+        .route("/api/settings", get(settings).put(set_settings))
+        .layer(axum::middleware::from_fn_with_state(Arc::new(check), guard::check))
+        .with_state(api.service)
+}
+
+type Svc = State<ControlService>;
+
+async fn status(State(s): Svc) -> Res<dto::EngineStatus> {
+    ok(s.status().await)
+}
+
+async fn providers(State(s): Svc) -> Res<Vec<dto::Provider>> {
+    ok(s.providers().await)
+}
+
+async fn create_provider(State(s): Svc, body: Bytes) -> Res<dto::Provider> {
+    ok(s.create_provider(json(&body)?).await)
+}
+
+async fn update_provider(State(s): Svc, Path(name): Path<String>, body: Bytes) -> Res<dto::Provider> {
+    ok(s.update_provider(&name, json(&body)?).await)
+}
+
+async fn delete_provider(State(s): Svc, Path(name): Path<String>) -> Result<StatusCode, CtlError> {
+    s.delete_provider(&name).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn test_provider(State(s): Svc, Path(name): Path<String>) -> Res<dto::ConnectionTest> {
+    ok(s.test_provider(&name).await)
+}
+
+async fn set_key(State(s): Svc, Path(name): Path<String>, body: Bytes) -> Res<dto::KeyInfo> {
+    // A generic message: serde's could quote the key back.
+    let input: dto::KeyInput = serde_json::from_slice(&body)
+        .map_err(|_| CtlError(ControlError::Invalid(r#"expected {"value": "<key>"}"#.into())))?;
+    ok(s.set_provider_key(&name, input).await)
+}
+
+async fn delete_key(State(s): Svc, Path(name): Path<String>) -> Res<dto::KeyInfo> {
+    ok(s.delete_provider_key(&name).await)
+}
+
+async fn models(State(s): Svc) -> Res<Vec<dto::Model>> {
+    ok(s.models().await)
+}
+
+async fn create_model(State(s): Svc, body: Bytes) -> Res<dto::Model> {
+    ok(s.create_model(json(&body)?).await)
+}
+
+async fn update_model(State(s): Svc, Path(name): Path<String>, body: Bytes) -> Res<dto::Model> {
+    ok(s.update_model(&name, json(&body)?).await)
+}
+
+async fn delete_model(State(s): Svc, Path(name): Path<String>) -> Result<StatusCode, CtlError> {
+    s.delete_model(&name).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn test_model(State(s): Svc, Path(name): Path<String>) -> Res<dto::ConnectionTest> {
+    ok(s.test_model(&name).await)
+}
+
+async fn routing(State(s): Svc) -> Res<dto::Routing> {
+    ok(s.routing().await)
+}
+
+async fn set_routing(State(s): Svc, body: Bytes) -> Res<dto::Routing> {
+    ok(s.set_routing(json(&body)?).await)
+}
+
+async fn ca_status(State(s): Svc) -> Res<dto::CaStatus> {
+    ok(s.ca_status().await)
+}
+
+async fn ca_install(State(s): Svc) -> Res<dto::CaChange> {
+    ok(s.ca_install().await)
+}
+
+async fn ca_uninstall(State(s): Svc) -> Res<dto::CaChange> {
+    ok(s.ca_uninstall().await)
+}
+
+async fn ca_rotate(State(s): Svc) -> Res<dto::CaChange> {
+    ok(s.ca_rotate().await)
+}
+
+async fn usage(State(s): Svc, q: Result<Query<dto::UsageQuery>, QueryRejection>) -> Res<dto::UsageReport> {
+    ok(s.usage(query(q)?).await)
+}
+
+async fn calls(State(s): Svc, q: Result<Query<dto::CallQuery>, QueryRejection>) -> Res<dto::CallPage> {
+    ok(s.calls(query(q)?).await)
+}
+
+async fn call(State(s): Svc, Path(id): Path<String>) -> Res<dto::CallDetail> {
+    ok(s.call(&id).await)
+}
+
+async fn delete_call(State(s): Svc, Path(id): Path<String>) -> Res<dto::Deleted> {
+    ok(s.delete_call(&id).await)
+}
+
+async fn retention(State(s): Svc) -> Res<dto::Retention> {
+    ok(s.retention().await)
+}
+
+async fn set_retention(State(s): Svc, body: Bytes) -> Res<dto::RetentionApplied> {
+    ok(s.set_retention(json(&body)?).await)
+}
+
+async fn clients(State(s): Svc) -> Res<Vec<dto::ClientSetup>> {
+    ok(s.clients().await)
+}
+
+fn client_of(name: &str) -> Result<dto::SetupClient, CtlError> {
+    serde_json::from_value(serde_json::Value::String(name.to_owned()))
+        .map_err(|_| CtlError(ControlError::NotFound(format!("no client `{name}` (cursor, claudeCode, codex)"))))
+}
+
+async fn route_client(State(s): Svc, Path(client): Path<String>, body: Bytes) -> Res<dto::SetupResult> {
+    let opts = if body.is_empty() { dto::RouteOptions::default() } else { json(&body)? };
+    ok(s.route_client(client_of(&client)?, opts).await)
+}
+
+async fn undo_client(State(s): Svc, Path(client): Path<String>) -> Res<dto::SetupResult> {
+    ok(s.undo_client(client_of(&client)?).await)
+}
+
+#[derive(Debug, Deserialize)]
+struct LogQuery {
+    n: Option<usize>,
+    after: Option<u64>,
+}
+
+async fn logs(State(s): Svc, q: Result<Query<LogQuery>, QueryRejection>) -> Res<Vec<dto::LogLine>> {
+    let q = query(q)?;
+    let n = q.n.unwrap_or(200).min(crate::control::logs::DEFAULT_CAPACITY);
+    Ok(axum::Json(match q.after {
+        Some(seq) => s.logs_after(seq, n),
+        None => s.tail(n),
+    }))
+}
+
+async fn settings(State(s): Svc) -> Res<dto::Settings> {
+    ok(s.settings().await)
+}
+
+async fn set_settings(State(s): Svc, body: Bytes) -> Res<dto::SettingsApplied> {
+    ok(s.set_settings(json(&body)?).await)
+}

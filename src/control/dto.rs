@@ -1,0 +1,588 @@
+//! The plain data the UI sees: every argument and answer of [`ControlService`](crate::control::ControlService).
+//!
+//! POD types with serde (`camelCase` on the wire) and, in test builds, `ts_rs::TS`, from which
+//! `ui/src/ipc/bindings.gen.ts` is generated (see `control/bindings.rs`). Nothing here is a type
+//! from `dialect` or `store`, and no type can carry a provider key out: keys go in through
+//! [`KeyInput`] (which is `Deserialize` only and redacts its `Debug`) and come back only as
+//! [`KeyInfo`] (`hasKey` and the key's name). Times are Unix milliseconds (UTC); money is integer
+//! micro-dollars plus a float in dollars for display.
+
+use serde::{Deserialize, Serialize};
+
+/// An error as the UI receives it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorBody {
+    /// A stable, low-cardinality label: `not_found`, `invalid`, `conflict`, `unavailable`,
+    /// `keyring`, `store`, `io`, `ca`, `setup`, `internal`.
+    pub kind: String,
+    pub message: String,
+}
+
+/// The engine at a glance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct EngineStatus {
+    pub version: String,
+    pub uptime_ms: u64,
+    /// E.g. `http://127.0.0.1:4937`; OpenAI clients use `{gatewayUrl}/v1`.
+    pub gateway_url: String,
+    /// The intercepting proxy's address, when it runs.
+    pub proxy_addr: Option<String>,
+    pub model_count: u32,
+    pub provider_count: u32,
+    /// Call records dropped because the store's write queue was full, since start.
+    pub recorder_drops: u64,
+    pub config_path: Option<String>,
+    pub data_dir: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+pub enum ProviderKind {
+    #[serde(rename = "openai")]
+    Openai,
+    #[serde(rename = "anthropic")]
+    Anthropic,
+    #[serde(rename = "openai-responses")]
+    OpenaiResponses,
+    /// The local Tongyi Lingma assistant over IPC (its options are edited in the config file).
+    #[serde(rename = "lingma")]
+    Lingma,
+}
+
+/// Where a provider's key comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub enum KeySource {
+    /// The OS keyring, under `name`.
+    Keyring,
+    /// An environment variable of the engine process.
+    Env,
+}
+
+/// A provider's key, without the key: where it is and whether it is there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct KeyInfo {
+    pub source: KeySource,
+    /// The keyring entry or environment variable name (never the value).
+    pub name: String,
+    pub has_key: bool,
+}
+
+/// Which key a provider uses (in inputs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct KeyRefInput {
+    pub source: KeySource,
+    pub name: String,
+}
+
+/// A new key value, write-only. It is never serialized back and its `Debug` is redacted.
+#[derive(Clone, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct KeyInput {
+    pub value: String,
+}
+
+impl std::fmt::Debug for KeyInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeyInput { value: [REDACTED] }")
+    }
+}
+
+/// Routing health of a provider (cooldowns after failures).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderHealth {
+    pub cooling_down: bool,
+    pub cooldown_remaining_ms: u64,
+    pub recent_failures: u32,
+    pub last_error: Option<String>,
+    pub total_failures: u64,
+    pub total_successes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct Provider {
+    pub name: String,
+    pub kind: ProviderKind,
+    pub base_url: String,
+    pub key: Option<KeyInfo>,
+    pub reasoning_content: Option<bool>,
+    pub max_completion_tokens: Option<bool>,
+    pub model_count: u32,
+    pub health: Option<ProviderHealth>,
+}
+
+/// A provider to create, or the new state of one to edit (renaming is allowed when no model
+/// uses the old name).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderInput {
+    pub name: String,
+    pub kind: ProviderKind,
+    pub base_url: String,
+    pub key: Option<KeyRefInput>,
+    pub reasoning_content: Option<bool>,
+    pub max_completion_tokens: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct Capabilities {
+    pub tools: bool,
+    pub vision: bool,
+    pub thinking: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub enum ToolsMode {
+    Native,
+    Emulated,
+    Auto,
+}
+
+/// USD per million tokens, as decimal strings (e.g. `"3"`, `"0.30"`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct PriceInput {
+    pub input: Option<String>,
+    pub output: Option<String>,
+    pub cache_read: Option<String>,
+    pub cache_write: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct Model {
+    /// The stable id (clients may ask for it instead of the name).
+    pub id: String,
+    pub name: String,
+    pub aliases: Vec<String>,
+    pub provider: String,
+    pub upstream: String,
+    pub context_window: Option<u64>,
+    pub max_output_tokens: Option<u32>,
+    pub capabilities: Capabilities,
+    pub tools: ToolsMode,
+    /// A price is known (shipped table or override), so calls get a cost.
+    pub priced: bool,
+    /// The per-model override in the config file, if any.
+    pub price: Option<PriceInput>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ModelInput {
+    pub name: String,
+    pub aliases: Vec<String>,
+    pub provider: String,
+    pub upstream: String,
+    pub context_window: Option<u64>,
+    pub max_output_tokens: Option<u32>,
+    /// `null` keeps the default (tools and vision on, thinking off).
+    pub capabilities: Option<Capabilities>,
+    /// `null` keeps the default (`native`).
+    pub tools: Option<ToolsMode>,
+    pub price: Option<PriceInput>,
+}
+
+/// The result of a connection test: a 1-token chat call through the gateway, recorded in the
+/// history like any call (client `keyhaven-control`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionTest {
+    pub ok: bool,
+    pub model: String,
+    pub provider: String,
+    pub latency_ms: u64,
+    /// The error kind when the test failed (`auth`, `rate_limited`, `upstream`, `connect`, ...).
+    pub error_kind: Option<String>,
+    /// A message for people, without secrets.
+    pub message: String,
+    /// The call's id in the history.
+    pub call_id: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub enum RoutingMode {
+    Local,
+    Upstream,
+    Hybrid,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct Routing {
+    pub mode: RoutingMode,
+    /// Whether the intercepting proxy runs (the mode is kept in the config file either way).
+    pub proxy_running: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct RoutingInput {
+    pub mode: RoutingMode,
+}
+
+/// One trust store's state for the local root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub enum TrustState {
+    Installed,
+    AlreadyInstalled,
+    Removed,
+    Present,
+    Absent,
+    /// An older Keyhaven root (from before a rotation) is there, not the current one.
+    Stale,
+    Skipped,
+    Failed,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct TrustStore {
+    pub store: String,
+    pub state: TrustState,
+    /// The human-readable outcome (`removed 2 copies`, `FAILED: certutil not found`, ...).
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct CaStatus {
+    /// A root exists (it is created on first proxy start or by install).
+    pub exists: bool,
+    pub fingerprint_sha256: Option<String>,
+    /// RFC 3339.
+    pub not_after: Option<String>,
+    /// The domains the root is name-constrained to.
+    pub intercept: Vec<String>,
+    /// `keyring` or `file`.
+    pub key_location: Option<String>,
+    pub stores: Vec<TrustStore>,
+}
+
+/// What an install, uninstall or rotation did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct CaChange {
+    pub status: CaStatus,
+    /// The per-store results of this action.
+    pub stores: Vec<TrustStore>,
+    /// False when a store failed.
+    pub ok: bool,
+    /// Things to do next (restart Cursor; restart Keyhaven after a rotation).
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub enum UsageGroupBy {
+    Day,
+    Model,
+    Provider,
+    Client,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct UsageQuery {
+    /// The last `days` UTC days, today included (1..=366).
+    pub days: u32,
+    pub group_by: UsageGroupBy,
+}
+
+/// Latency percentiles of `totalMs`, from a bucketed histogram: each value is the upper bound of
+/// the bucket the percentile falls in (`null` without data; above 30 min reads as 1 800 001).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct Latency {
+    pub p50_ms: Option<u64>,
+    pub p95_ms: Option<u64>,
+    pub p99_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct UsageStats {
+    pub calls: u64,
+    pub errors: u64,
+    /// errors / calls (0 without calls).
+    pub error_rate: f64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub reasoning_tokens: u64,
+    /// cacheRead / (input + cacheRead + cacheWrite) (0 without input).
+    pub cache_hit_rate: f64,
+    pub cost_micros: i64,
+    pub cost_usd: f64,
+    pub avg_latency_ms: f64,
+    pub latency: Latency,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct UsageGroupRow {
+    /// The day (`YYYY-MM-DD`), model, provider or client (`""` when unknown).
+    pub key: String,
+    pub stats: UsageStats,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct UsageReport {
+    /// First and last day of the window (`YYYY-MM-DD`, UTC).
+    pub since: String,
+    pub until: String,
+    pub group_by: UsageGroupBy,
+    pub totals: UsageStats,
+    pub rows: Vec<UsageGroupRow>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub enum CallStatus {
+    InFlight,
+    Ok,
+    Error,
+    Canceled,
+    Interrupted,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct CallQuery {
+    /// Page size (0 = 100; at most 1000).
+    pub limit: u32,
+    pub offset: u32,
+    pub model: Option<String>,
+    pub provider: Option<String>,
+    pub client: Option<String>,
+    pub status: Option<CallStatus>,
+    pub since_ms: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct CallSummary {
+    pub id: String,
+    pub started_ms: i64,
+    pub finished_ms: Option<i64>,
+    pub status: CallStatus,
+    /// The inbound dialect (`openai_chat`, `anthropic`, `openai_responses`, ...).
+    pub dialect: String,
+    pub client: String,
+    pub model: String,
+    pub model_id: Option<String>,
+    pub provider: Option<String>,
+    pub upstream_model: Option<String>,
+    pub stream: bool,
+    pub http_status: Option<u16>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub reasoning_tokens: u64,
+    pub usage_estimated: bool,
+    pub cost_micros: Option<i64>,
+    pub ttft_ms: Option<i64>,
+    pub total_ms: Option<i64>,
+    pub retries: u32,
+    pub error_kind: Option<String>,
+    pub error_message: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct CallPage {
+    pub calls: Vec<CallSummary>,
+    pub offset: u32,
+    pub limit: u32,
+    /// More rows match after this page.
+    pub has_more: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct CallDetail {
+    pub summary: CallSummary,
+    /// The captured request body (redacted, capped), when capture is on.
+    pub request_body: Option<String>,
+    /// The canonical JSON answer.
+    pub response_body: Option<String>,
+    pub price_version: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct Deleted {
+    pub deleted: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct Retention {
+    /// Calls older than this many days are deleted (hourly, and right after a change); 0 keeps
+    /// everything. Usage statistics are kept regardless.
+    pub days: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct RetentionApplied {
+    pub days: u32,
+    /// Calls deleted right away under the new setting.
+    pub pruned: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub enum SetupClient {
+    Cursor,
+    ClaudeCode,
+    Codex,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ClientSetup {
+    pub client: SetupClient,
+    pub display_name: String,
+    pub config_path: String,
+    /// The client's config folder exists.
+    pub installed: bool,
+    /// The client's config points at Keyhaven.
+    pub routed: bool,
+    /// Keyhaven recorded its change, so undo can restore the original.
+    pub recorded: bool,
+    pub restart_hint: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct RouteOptions {
+    pub model: Option<String>,
+    pub small_model: Option<String>,
+    pub disable_http2: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct SetupResult {
+    pub client: SetupClient,
+    pub path: String,
+    pub changed: bool,
+    pub backup: Option<String>,
+    pub notes: Vec<String>,
+    pub restart_hint: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct LogLine {
+    /// Increasing per process; pass the last one seen as `after` to poll for newer lines.
+    pub seq: u64,
+    pub ts_ms: i64,
+    /// `ERROR`, `WARN`, `INFO`, `DEBUG` or `TRACE`.
+    pub level: String,
+    pub target: String,
+    /// The message and its fields, formatted as `message key=value ...`.
+    pub message: String,
+}
+
+/// Engine settings kept in the config file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct Settings {
+    /// Gateway listen address (restart).
+    pub listen: String,
+    /// Proxy listen address (restart).
+    pub proxy_listen: String,
+    /// Run the intercepting proxy (restart).
+    pub proxy_enabled: bool,
+    /// Where the database, CA and control token live. Set on the command line
+    /// (`--data-dir`), not in the config file: read-only here.
+    pub data_dir: String,
+    /// Keep request and response bodies in the history (restart).
+    pub capture_bodies: bool,
+    /// Bytes kept per body (restart).
+    pub body_capture_limit: u64,
+    /// Live.
+    pub retention_days: u32,
+    /// The web UI directory served at `/` (restart).
+    pub ui_dir: Option<String>,
+}
+
+/// Fields to change; `null` leaves a field as it is.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct SettingsInput {
+    pub listen: Option<String>,
+    pub proxy_listen: Option<String>,
+    pub proxy_enabled: Option<bool>,
+    pub capture_bodies: Option<bool>,
+    pub body_capture_limit: Option<u64>,
+    pub retention_days: Option<u32>,
+    pub ui_dir: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct SettingsApplied {
+    pub settings: Settings,
+    /// The changed settings that take effect only after Keyhaven restarts (camelCase names).
+    pub restart_required: Vec<String>,
+}
