@@ -206,8 +206,8 @@ async fn whole_response(call: CallStream, dialect: Inbound, id: &str, model: &st
     };
     resp.headers_mut().extend(head.headers().clone());
     // Engine time: preparing the request, plus everything after the last upstream event
-    // (assembling the answer, recording it). The rest was the upstream's.
-    let upstream = t.last_event.duration_since(started).saturating_sub(t.prepare);
+    // (assembling the answer) and the wait for the in-flight record. The rest was the upstream's.
+    let upstream = t.upstream_wait();
     with_headers(resp, id, started, Some(upstream))
 }
 
@@ -219,6 +219,8 @@ fn stream_response(call: CallStream, dialect: Inbound, id: &str, model: &str, ch
     let mut head = Response::new(Body::empty());
     route_headers(&mut head, &call);
     let t = call.timings();
+    // The head goes out now: upstream time ends at its first event; the record commit after it
+    // was the engine's.
     let upstream = t.first_event.duration_since(t.started).saturating_sub(t.prepare);
     let body = futures::stream::unfold(Some((call, encoder, chain)), |state| async move {
         let (mut call, mut encoder, mut chain) = state?;

@@ -65,7 +65,17 @@ pub struct Timings {
     pub first_event: Instant,
     /// When the latest upstream event arrived.
     pub last_event: Instant,
+    /// Time spent waiting for the in-flight record to commit after the upstream answered (engine
+    /// time: it delays the client's first byte).
+    pub record_wait: Duration,
     pub retries: u32,
+}
+
+impl Timings {
+    /// Time the call spent waiting on the upstream, up to the latest event.
+    pub fn upstream_wait(&self) -> Duration {
+        self.last_event.duration_since(self.started).saturating_sub(self.prepare + self.record_wait)
+    }
 }
 
 pub struct Gateway {
@@ -209,8 +219,10 @@ impl Gateway {
             .open(candidates, &req, &ctx, &mut guard, started, &mut fallbacks)
             .await
             .map_err(|e| e.redacted(guard.secret.as_ref()));
-        // The in-flight row must be durable before the client sees a byte.
+        // The in-flight row must be committed before the client sees a byte.
+        let ack_from = Instant::now();
         started_ack.await;
+        let record_wait = ack_from.elapsed();
         match result {
             Ok(opened) => {
                 guard.accepted = true;
@@ -219,6 +231,7 @@ impl Gateway {
                     prepare: opened.prepare,
                     first_event: opened.first_event,
                     last_event: opened.first_event,
+                    record_wait,
                     retries: guard.retries,
                 };
                 let cancel = ctx.cancel.clone();
