@@ -101,9 +101,7 @@ impl From<rusqlite::Error> for StoreError {
 
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
-    /// `synchronous=FULL` (durable across power loss) when true, `NORMAL` otherwise. With FULL, a
-    /// batch of nothing but in-flight starts commits with NORMAL (crash-safe, no fsync, so the
-    /// request path never waits for the disk); the next finish's FULL commit syncs them too.
+    /// `synchronous=FULL` (durable across power loss) when true, `NORMAL` otherwise.
     pub synchronous_full: bool,
     /// Capacity of the write queue (at least 1).
     pub writer_queue: usize,
@@ -244,15 +242,7 @@ impl Store {
         location: String,
     ) -> Result<Store, StoreError> {
         let (tx, rx) = std::sync::mpsc::sync_channel(opts.writer_queue.max(1));
-        let writer = Writer {
-            conn,
-            rx,
-            epoch: opts.epoch,
-            file_backed,
-            idle_checkpoint: opts.idle_checkpoint,
-            synchronous_full: opts.synchronous_full,
-            synced: std::cell::Cell::new(opts.synchronous_full),
-        };
+        let writer = Writer { conn, rx, epoch: opts.epoch, file_backed, idle_checkpoint: opts.idle_checkpoint };
         let handle = std::thread::Builder::new()
             .name("keyhaven-store".into())
             .spawn(move || writer.run())

@@ -103,10 +103,6 @@ pub(crate) struct Writer {
     pub(crate) file_backed: bool,
     /// Idle time after which the WAL is checkpointed.
     pub(crate) idle_checkpoint: Duration,
-    /// The configured durability (`synchronous=FULL`).
-    pub(crate) synchronous_full: bool,
-    /// Whether the connection currently runs with FULL.
-    pub(crate) synced: std::cell::Cell<bool>,
 }
 
 impl Writer {
@@ -169,19 +165,6 @@ impl Writer {
 
     fn execute(&self, batch: Vec<Command>) {
         let mut conn = self.lock();
-        // In-flight starts must survive a crash of this process (any mode does that in WAL) and
-        // are awaited before the client's first byte, so they commit without an fsync. Everything
-        // else (finished calls above all) keeps the configured power-loss durability; its fsync
-        // also covers the start frames written before it.
-        if self.synchronous_full {
-            let full = !batch.iter().all(|c| matches!(c, Command::Start(..)));
-            if full != self.synced.get() {
-                match conn.pragma_update(None, "synchronous", if full { "FULL" } else { "NORMAL" }) {
-                    Ok(()) => self.synced.set(full),
-                    Err(e) => tracing::warn!(error = %e, "store could not switch synchronous mode"),
-                }
-            }
-        }
         let mut tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
             Ok(tx) => tx,
             Err(e) => {
