@@ -11,6 +11,9 @@ pub mod openai_chat;
 pub mod openai_responses;
 pub mod sse;
 
+#[cfg(test)]
+pub(crate) mod mutate;
+
 use serde::de::DeserializeOwned;
 
 /// A request or response body that does not fit the dialect.

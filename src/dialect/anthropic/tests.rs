@@ -12,6 +12,7 @@ use crate::dialect::anthropic::{
     EncodeOptions, StreamDecoder, StreamEncoder, decode_error, decode_request, decode_response, encode_error,
     encode_request, encode_response,
 };
+use crate::dialect::mutate::{Rng, mutate};
 use crate::dialect::sse::{SseEvent, parse_all};
 use crate::model::{
     Accumulator, CacheControl, Effort, ErrorInfo, ErrorKind, ImageSource, Message, Part, Request, Response, Role,
@@ -707,52 +708,12 @@ fn request_decode_skips_unknown_blocks() {
     assert_eq!(req.messages, [Message::text(Role::User, "hi")]);
 }
 
-/// xorshift64: deterministic pseudo-random numbers for the mutation loop.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
-fn mutate(rng: &mut XorShift, input: &[u8]) -> Vec<u8> {
-    const INTERESTING: &[u8] = b"{}[]\":,0-9.enulltruefalse\\ \n\xff";
-    let mut bytes = input.to_vec();
-    for _ in 0..=rng.below(4) {
-        if bytes.is_empty() {
-            break;
-        }
-        let pos = rng.below(bytes.len());
-        match rng.below(4) {
-            0 => bytes[pos] = INTERESTING[rng.below(INTERESTING.len())],
-            1 => bytes[pos] = (rng.next() & 0xff) as u8,
-            2 => {
-                bytes.remove(pos);
-            }
-            _ => {
-                let end = (pos + rng.below(64)).min(bytes.len());
-                let chunk: Vec<u8> = bytes[pos..end].to_vec();
-                bytes.splice(pos..pos, chunk);
-            }
-        }
-    }
-    bytes
-}
-
 #[test]
 fn mutated_inputs_never_panic() {
     let requests: Vec<Vec<u8>> = fixtures("request_", ".json").iter().map(|n| fixture(n).into_bytes()).collect();
     let responses: Vec<Vec<u8>> = fixtures("response_", ".json").iter().map(|n| fixture(n).into_bytes()).collect();
     let streams: Vec<Vec<u8>> = fixtures("decode_", ".sse").iter().map(|n| fixture(n).into_bytes()).collect();
-    let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     for case in 0..2000 {
         let req = mutate(&mut rng, &requests[case % requests.len()]);
         if let Ok(decoded) = decode_request(&req) {

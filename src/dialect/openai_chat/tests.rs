@@ -10,6 +10,7 @@ use expect_test::expect_file;
 use serde_json::{Value, json};
 
 use crate::dialect::DecodeError;
+use crate::dialect::mutate::{Rng, mutate};
 use crate::dialect::openai_chat::{
     EncodeOptions, MaxTokensField, StreamDecoder, StreamEncoder, StreamOptions, decode_error, decode_request,
     decode_response, encode_error, encode_request, encode_response,
@@ -472,60 +473,6 @@ fn stream_decoder_tolerates_odd_but_valid_json() {
     let huge = model::Usage { input_tokens: u64::MAX, output_tokens: u64::MAX, ..Default::default() };
     let body = encode_response(&model::Response { usage: huge, ..Default::default() });
     assert_eq!(body["usage"]["total_tokens"], json!(u64::MAX));
-}
-
-/// xorshift64*: deterministic, good enough to pick mutations.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 { 0 } else { (self.next() % n as u64) as usize }
-    }
-}
-
-const INTERESTING: &[u8] = b"{}[]\",:0123456789-.eE\\ntrufalsu \n\x00\xff\xc3";
-
-fn mutate(rng: &mut Rng, input: &[u8]) -> Vec<u8> {
-    let mut data = input.to_vec();
-    for _ in 0..1 + rng.below(4) {
-        let len = data.len();
-        match rng.below(6) {
-            0 if len > 0 => {
-                let i = rng.below(len);
-                data[i] = INTERESTING[rng.below(INTERESTING.len())];
-            }
-            1 if len > 0 => {
-                let i = rng.below(len);
-                let n = 1 + rng.below(8.min(len - i));
-                data.drain(i..i + n);
-            }
-            2 => {
-                let i = rng.below(len + 1);
-                data.insert(i, INTERESTING[rng.below(INTERESTING.len())]);
-            }
-            3 if len > 0 => {
-                let i = rng.below(len);
-                let n = rng.below(16.min(len - i)) + 1;
-                let copy = data[i..i + n].to_vec();
-                let at = rng.below(len + 1);
-                data.splice(at..at, copy);
-            }
-            4 => data.truncate(rng.below(len + 1)),
-            _ if len > 0 => {
-                let i = rng.below(len);
-                data[i] = (rng.next() & 0xff) as u8;
-            }
-            _ => data.push(b'}'),
-        }
-    }
-    data
 }
 
 /// Runs everything downstream of a decoded request so a strange but accepted request cannot
