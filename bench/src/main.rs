@@ -6,18 +6,25 @@
 //! - open-loop non-streaming requests at a fixed rate: client-side latency percentiles, their
 //!   difference, and the engine's own `x-keyhaven-overhead-ms` header;
 //! - streaming requests: time to first SSE line and gaps between text deltas;
-//! - the process's resident memory (VmRSS) before and after load.
+//! - the process's resident memory (VmRSS) before and after load;
+//! - with `--proxy-handshakes N`, the intercepting proxy (see `proxy.rs`): TLS handshakes per
+//!   second and their latency through the proxy with a cached leaf (the first, minting handshake
+//!   reported apart), and the latency a proxied request adds over a direct one to the same local
+//!   HTTPS upstream. `--proxy-only` runs just that phase.
 //!
 //! Everything (mock, engine, load generator) shares one process and one tokio runtime, and talks
 //! over 127.0.0.1 only. Every phase is bounded; the run ends by itself.
 //!
 //! ```text
 //! cargo run --release -p keyhaven-bench -- --rate 500 --duration 10s --warmup 2s
+//! cargo run --release -p keyhaven-bench -- --proxy-only --proxy-handshakes 2000 --proxy-requests 5000
 //! ```
 
 mod load;
 mod mock;
+mod proxy;
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::time::Duration;
@@ -25,8 +32,10 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Parser;
 use keyhaven::app::Engine;
-use keyhaven::config::EngineConfig;
+use keyhaven::config::{EngineConfig, UpstreamOverrides};
 use keyhaven::secrets::Secrets;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject as _;
 
 use crate::load::{Pcts, Samples, StreamSamples, Target};
 use crate::mock::Mock;
@@ -65,6 +74,20 @@ struct Args {
     /// Per-request client timeout.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     timeout: Duration,
+    /// TLS handshakes through the intercepting proxy per measurement (sequential, then
+    /// concurrent); 0 skips the proxy phase.
+    #[arg(long, default_value_t = 0)]
+    proxy_handshakes: u32,
+    /// Handshakes in flight at once in the concurrent proxy measurement.
+    #[arg(long, default_value_t = 8)]
+    proxy_concurrency: usize,
+    /// Measured GETs per target on one kept-alive connection, direct vs through the proxy
+    /// (after a tenth as many unmeasured ones).
+    #[arg(long, default_value_t = 2000)]
+    proxy_requests: u32,
+    /// Run only the proxy phase (needs `--proxy-handshakes`).
+    #[arg(long)]
+    proxy_only: bool,
 }
 
 /// `10s`, `250ms`, `2m`, or a bare number of seconds.
@@ -128,6 +151,12 @@ upstream = "mock-model"
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     anyhow::ensure!(args.rate > 0, "--rate must be positive");
+    anyhow::ensure!(!args.proxy_only || args.proxy_handshakes > 0, "--proxy-only needs --proxy-handshakes N");
+    if args.proxy_only {
+        let report = proxy_phase(&args).await?;
+        std::io::stdout().write_all(report.as_bytes()).context("writing the report")?;
+        return Ok(());
+    }
     let mem_start = rss_kib();
 
     // Non-streaming phase: the engine's upstream stream comes without inter-chunk delays.
@@ -208,7 +237,10 @@ async fn main() -> anyhow::Result<()> {
         ("after non-streaming load", mem_after_load),
         ("after streaming load", mem_after_stream),
     ];
-    let report = render(&args, &d, &k, &k_off, ds.as_ref().zip(ks.as_ref()), &mem, recorded, dropped, drained)?;
+    let mut report = render(&args, &d, &k, &k_off, ds.as_ref().zip(ks.as_ref()), &mem, recorded, dropped, drained)?;
+    if args.proxy_handshakes > 0 {
+        report.push_str(&proxy_phase(&args).await?);
+    }
     std::io::stdout().write_all(report.as_bytes()).context("writing the report")?;
     Ok(())
 }
@@ -312,5 +344,97 @@ fn render(
         "\nNotes: mock, engine and load generator share one process and runtime (they compete for CPU);\n\
          `added` rows are differences of percentiles, not percentiles of per-request differences."
     )?;
+    Ok(o)
+}
+
+/// Starts a local HTTPS upstream and an engine whose proxy dials `api2.cursor.sh` there, then
+/// measures handshakes and request latency (see `proxy.rs`); returns the report section.
+async fn proxy_phase(args: &Args) -> anyhow::Result<String> {
+    let up = proxy::Upstream::start().await.context("starting the HTTPS upstream")?;
+    let dir = tempfile::tempdir().context("creating a temp data dir")?;
+    // The gateway side is unused here; its provider URL is never dialled.
+    let file = keyhaven::config::load_str("bench-proxy.toml", &config_text("http://127.0.0.1:9", false, "full"))?;
+    let ca_dir = dir.path().join("ca");
+    let config = EngineConfig {
+        config_path: None,
+        ca_dir: ca_dir.clone(),
+        database_path: dir.path().join("proxy.db"),
+        file,
+        listen: Some(([127, 0, 0, 1], 0).into()),
+        proxy_listen: Some(([127, 0, 0, 1], 0).into()),
+        upstream_overrides: UpstreamOverrides {
+            hosts: HashMap::from([(proxy::HOST.to_owned(), up.addr)]),
+            extra_roots_der: vec![up.ca_der.to_vec()],
+        },
+    };
+    let engine = Engine::start(config, Secrets::empty()).await.context("starting the proxy engine")?;
+    let proxy_addr = engine.handle().proxy.context("the engine started no proxy")?.addr;
+    let ca = CertificateDer::from_pem_file(ca_dir.join(keyhaven::proxy::ca::CERT_FILE))
+        .context("reading the engine's local CA certificate")?;
+    let via = proxy::connector(ca)?;
+    let direct = proxy::connector(up.ca_der.clone())?;
+    let (p, d) = (proxy::Route::Proxy(proxy_addr), proxy::Route::Direct(up.addr));
+    let (n, c, t) = (args.proxy_handshakes, args.proxy_concurrency.max(1), args.timeout);
+
+    progress("proxy: first handshake (mints the leaf)");
+    let first = proxy::handshakes(p, &via, 1, 1, t).await;
+    progress(&format!("proxy: {n} handshakes sequential, then {c} at a time; the same direct"));
+    let p_seq = proxy::handshakes(p, &via, n, 1, t).await;
+    let p_conc = proxy::handshakes(p, &via, n, c, t).await;
+    let d_seq = proxy::handshakes(d, &direct, n, 1, t).await;
+    let d_conc = proxy::handshakes(d, &direct, n, c, t).await;
+    let m = args.proxy_requests;
+    let warm = (m / 10).max(1);
+    progress(&format!("proxy: {m} kept-alive GETs direct, then through the proxy"));
+    let r_direct = proxy::requests(d, &direct, m, warm, t).await;
+    let r_proxy = proxy::requests(p, &via, m, warm, t).await;
+
+    let drained = engine.shutdown(Duration::from_secs(5)).await;
+    up.stop();
+
+    let mut o = String::new();
+    let header = format!("  {:<26} {:>9} {:>9} {:>9} {:>9}", "(ms)", "p50", "p95", "p99", "max");
+    writeln!(o, "\nIntercepting proxy (local HTTPS upstream for {}, 127.0.0.1, rustls client)", proxy::HOST)?;
+    writeln!(
+        o,
+        "Handshakes: fresh TCP + `CONNECT {}:443` + full TLS handshake (no resumption) trusting the\n  \
+         engine's local CA; `direct` = fresh TCP + full TLS handshake to the upstream itself",
+        proxy::HOST
+    )?;
+    writeln!(o, "{header}")?;
+    row(&mut o, "first via proxy (minting)", &Pcts::of(&first.setup_ms))?;
+    row(&mut o, "via proxy, sequential", &Pcts::of(&p_seq.setup_ms))?;
+    row(&mut o, "  of which TLS", &Pcts::of(&p_seq.tls_ms))?;
+    row(&mut o, &format!("via proxy, {c} concurrent"), &Pcts::of(&p_conc.setup_ms))?;
+    row(&mut o, "direct, sequential", &Pcts::of(&d_seq.setup_ms))?;
+    row(&mut o, &format!("direct, {c} concurrent"), &Pcts::of(&d_conc.setup_ms))?;
+    writeln!(
+        o,
+        "  handshakes/s: via proxy {:.0} sequential, {:.0} with {c} concurrent; direct {:.0} / {:.0}",
+        p_seq.per_second(),
+        p_conc.per_second(),
+        d_seq.per_second(),
+        d_conc.per_second()
+    )?;
+    for (label, h) in [("first", &first), ("proxy seq", &p_seq), ("proxy conc", &p_conc), ("direct seq", &d_seq)] {
+        errors(&mut o, label, h.errors, h.first_error.as_ref())?;
+    }
+    errors(&mut o, "direct conc", d_conc.errors, d_conc.first_error.as_ref())?;
+    writeln!(
+        o,
+        "\nKept-alive GET {} (one HTTP/1.1 connection per target, {m} measured after {warm} unmeasured;\n  \
+         through the proxy: client -> proxy TLS -> engine forwards over its pooled upstream connection)",
+        proxy::PATH
+    )?;
+    writeln!(o, "{header}")?;
+    let (dp, pp) = (Pcts::of(&r_direct.latency_ms), Pcts::of(&r_proxy.latency_ms));
+    row(&mut o, "direct to upstream", &dp)?;
+    row(&mut o, "through the proxy", &pp)?;
+    row(&mut o, "added (difference of pXX)", &diff(&dp, &pp))?;
+    errors(&mut o, "direct", r_direct.errors, r_direct.first_error.as_ref())?;
+    errors(&mut o, "proxy", r_proxy.errors, r_proxy.first_error.as_ref())?;
+    if !drained {
+        writeln!(o, "Proxy engine shutdown: tasks outlived the 5 s grace period")?;
+    }
     Ok(o)
 }
