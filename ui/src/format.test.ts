@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { formatCost, formatDuration, formatMs, formatPercent, formatTokens, prettyBody, usageBars } from "./format";
+import { formatCost, formatDuration, plural, formatMs, formatPercent, formatTokens, prettyBody, usageBars } from "./format";
 import type { UsageReport, UsageStats } from "./ipc";
 
 describe("formatCost", () => {
@@ -66,5 +66,12 @@ describe("prettyBody", () => {
     expect(prettyBody('{"a":1}')).toBe('{\n  "a": 1\n}');
     expect(prettyBody("data: x")).toBe("data: x");
     expect(prettyBody(null)).toBe("");
+  });
+});
+
+describe("plural", () => {
+  it("counts", () => {
+    expect(plural(1, "call")).toBe("1 call");
+    expect(plural(0, "call")).toBe("0 calls");
   });
 });

@@ -104,3 +104,8 @@ export function prettyBody(body: string | null): string {
     return body;
   }
 }
+
+/** "1 call", "2 calls". */
+export function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}

@@ -202,9 +202,9 @@ function CallDetailView({ id }: { id: string }) {
           <>
             <Summary c={d.summary} priceVersion={d.priceVersion} />
             <h2>Request body</h2>
-            {d.requestBody === null ? <p class="muted">Not captured (turn on “capture bodies” in Settings).</p> : <pre class="body" tabIndex={0}>{prettyBody(d.requestBody)}</pre>}
+            {d.requestBody === null ? <p class="muted">No body recorded (bodies are kept only while “capture bodies” is on in Settings).</p> : <pre class="body" tabIndex={0}>{prettyBody(d.requestBody)}</pre>}
             <h2>Response body</h2>
-            {d.responseBody === null ? <p class="muted">Not captured.</p> : <pre class="body" tabIndex={0}>{prettyBody(d.responseBody)}</pre>}
+            {d.responseBody === null ? <p class="muted">No body recorded.</p> : <pre class="body" tabIndex={0}>{prettyBody(d.responseBody)}</pre>}
             <div class="actions">
               <button
                 type="button"

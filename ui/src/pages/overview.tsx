@@ -1,5 +1,5 @@
 import { api } from "../ipc";
-import { formatCost, formatDuration, formatMs, formatPercent, formatTokens, usageBars, type Bar } from "../format";
+import { formatCost, formatDuration, formatMs, formatPercent, formatTokens, plural, usageBars, type Bar } from "../format";
 import { Empty, Stat, View, useLoad } from "../ui";
 
 export function Bars({ bars, label }: { bars: Bar[]; label: string }) {
@@ -52,10 +52,10 @@ export function Overview(_: { args: string[] }) {
           return (
             <>
               <div class="stats">
-                <Stat label="Spend" value={formatCost(t.costMicros)} sub={`${t.calls} calls`} />
+                <Stat label="Spend" value={formatCost(t.costMicros)} sub={plural(t.calls, "call")} />
                 <Stat label="Tokens" value={formatTokens(t.inputTokens + t.outputTokens)} sub={`${formatTokens(t.inputTokens)} in · ${formatTokens(t.outputTokens)} out`} />
                 <Stat label="Latency p50 / p95 / p99" value={formatMs(t.latency.p50Ms)} sub={`${formatMs(t.latency.p95Ms)} · ${formatMs(t.latency.p99Ms)}`} />
-                <Stat label="Error rate" value={formatPercent(t.errorRate)} sub={`${t.errors} errors`} />
+                <Stat label="Error rate" value={formatPercent(t.errorRate)} sub={plural(t.errors, "error")} />
                 <Stat label="Cache hit rate" value={formatPercent(t.cacheHitRate)} sub={`${formatTokens(t.cacheReadTokens)} cached tokens`} />
               </div>
               <div class="cols">
@@ -80,9 +80,18 @@ export function Overview(_: { args: string[] }) {
           ) : (
             <>
               <p class="muted">
-                {formatCost(u.totals.costMicros)} over {u.totals.calls} calls ({u.since} – {u.until})
+                {formatCost(u.totals.costMicros)} over {plural(u.totals.calls, "call")} ({u.since} – {u.until})
               </p>
-              <Bars label="Cost by day" bars={usageBars(u, (s) => s.costMicros, formatCost).sort((a, b) => a.label.localeCompare(b.label))} />
+              <div class="cols">
+                <section>
+                  <h3>Cost by day</h3>
+                  <Bars label="Cost by day" bars={usageBars(u, (s) => s.costMicros, formatCost).sort((a, b) => a.label.localeCompare(b.label))} />
+                </section>
+                <section>
+                  <h3>Calls by day</h3>
+                  <Bars label="Calls by day" bars={usageBars(u, (s) => s.calls, String).sort((a, b) => a.label.localeCompare(b.label))} />
+                </section>
+              </div>
             </>
           )
         }

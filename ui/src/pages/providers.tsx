@@ -232,13 +232,15 @@ function ModelRow({ m, onChange }: { m: Model; onChange: () => void }) {
       </td>
       <td>{caps || "—"}</td>
       <td>{m.priced ? "yes" : <span class="warn-text">no price</span>}</td>
-      <td class="actions">
+      <td>
+        <div class="actions">
         <button type="button" disabled={act.busy} onClick={() => void act.run(() => api().testModel(m.name)).then((t) => t && setTest(t))}>
           {act.busy ? "Testing…" : "Test"}
         </button>
         <button type="button" class="danger" disabled={act.busy} onClick={() => confirm(`Delete model ${m.name}?`) && void act.run(() => api().deleteModel(m.name)).then(onChange)}>
           Delete
         </button>
+        </div>
       </td>
     </tr>
   );
