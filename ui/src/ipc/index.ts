@@ -1,0 +1,184 @@
+// The only module that talks to the engine. Views call `api.*`; every call goes through a
+// `Transport`. Today that is HTTP (`/api/...` on the engine's loopback listener, bearer token from
+// the page's meta tag); the Tauri shell will add an IPC transport with the same interface.
+import type {
+  CaChange,
+  CaStatus,
+  CallDetail,
+  CallPage,
+  CallQuery,
+  ClientSetup,
+  ConnectionTest,
+  Deleted,
+  EngineStatus,
+  ErrorBody,
+  KeyInfo,
+  LogLine,
+  Model,
+  ModelInput,
+  Provider,
+  ProviderInput,
+  Retention,
+  RetentionApplied,
+  Routing,
+  RoutingInput,
+  Settings,
+  SettingsApplied,
+  SettingsInput,
+  UsageQuery,
+  UsageReport,
+} from "./bindings.gen";
+
+export type * from "./bindings.gen";
+
+/** An engine error: `{kind, message}` from the API, or `network` / `http` / `decode` locally. */
+export class EngineError extends Error implements ErrorBody {
+  readonly kind: string;
+  readonly status: number;
+  constructor(kind: string, message: string, status = 0) {
+    super(message);
+    this.name = "EngineError";
+    this.kind = kind;
+    this.status = status;
+  }
+}
+
+export type Method = "GET" | "POST" | "PUT" | "DELETE";
+
+/** Moves one request to the engine and back. `path` starts with `/api/`. */
+export interface Transport {
+  request<T>(method: Method, path: string, body?: unknown): Promise<T>;
+}
+
+/** The token the engine injected into `index.html` (empty when the placeholder was not replaced). */
+export function tokenFromDocument(doc: Pick<Document, "querySelector"> | undefined = globalThis.document): string {
+  const content = doc?.querySelector('meta[name="keyhaven-token"]')?.getAttribute("content") ?? "";
+  if (content && content !== "%KEYHAVEN_TOKEN%") return content;
+  const dev = (import.meta as { env?: Record<string, string | undefined> }).env?.VITE_KEYHAVEN_TOKEN;
+  return dev ?? "";
+}
+
+function isErrorBody(v: unknown): v is ErrorBody {
+  return typeof v === "object" && v !== null && typeof (v as ErrorBody).kind === "string" && typeof (v as ErrorBody).message === "string";
+}
+
+export interface HttpOptions {
+  token: string;
+  baseUrl?: string;
+  fetch?: typeof fetch;
+}
+
+/** JSON over HTTP with `Authorization: Bearer <token>`. */
+export class HttpTransport implements Transport {
+  private readonly token: string;
+  private readonly baseUrl: string;
+  private readonly fetchFn: typeof fetch;
+
+  constructor(opts: HttpOptions) {
+    this.token = opts.token;
+    this.baseUrl = opts.baseUrl ?? "";
+    this.fetchFn = opts.fetch ?? ((input, init) => globalThis.fetch(input, init));
+  }
+
+  async request<T>(method: Method, path: string, body?: unknown): Promise<T> {
+    const headers: Record<string, string> = { Accept: "application/json", Authorization: `Bearer ${this.token}` };
+    const init: RequestInit = { method, headers, credentials: "omit", cache: "no-store" };
+    // The engine wants application/json on every method but GET and HEAD, bodies or not.
+    if (method !== "GET") {
+      headers["Content-Type"] = "application/json";
+      if (body !== undefined) init.body = JSON.stringify(body);
+    }
+    let res: Response;
+    try {
+      res = await this.fetchFn(this.baseUrl + path, init);
+    } catch (e) {
+      throw new EngineError("network", `cannot reach Keyhaven: ${e instanceof Error ? e.message : String(e)}`);
+    }
+    const text = await res.text();
+    let parsed: unknown = undefined;
+    if (text) {
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        if (res.ok) throw new EngineError("decode", `bad JSON from ${path}`, res.status);
+      }
+    }
+    if (!res.ok) {
+      if (isErrorBody(parsed)) throw new EngineError(parsed.kind, parsed.message, res.status);
+      throw new EngineError("http", `${method} ${path}: HTTP ${res.status}${text ? `: ${text.slice(0, 200)}` : ""}`, res.status);
+    }
+    return parsed as T;
+  }
+}
+
+/** `?a=1&b=x` from the defined, non-null, non-empty values. */
+export function queryString(params: Record<string, string | number | boolean | null | undefined>): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (v === null || v === undefined || v === "") continue;
+    q.set(k, String(v));
+  }
+  const s = q.toString();
+  return s ? `?${s}` : "";
+}
+
+const seg = encodeURIComponent;
+
+/** Typed wrappers, one per control route. */
+export function createApi(t: Transport) {
+  return {
+    status: () => t.request<EngineStatus>("GET", "/api/status"),
+
+    providers: () => t.request<Provider[]>("GET", "/api/providers"),
+    createProvider: (p: ProviderInput) => t.request<Provider>("POST", "/api/providers", p),
+    updateProvider: (name: string, p: ProviderInput) => t.request<Provider>("PUT", `/api/providers/${seg(name)}`, p),
+    deleteProvider: (name: string) => t.request<void>("DELETE", `/api/providers/${seg(name)}`),
+    testProvider: (name: string) => t.request<ConnectionTest>("POST", `/api/providers/${seg(name)}/test`),
+    setKey: (name: string, value: string) => t.request<KeyInfo>("PUT", `/api/providers/${seg(name)}/key`, { value }),
+    deleteKey: (name: string) => t.request<KeyInfo>("DELETE", `/api/providers/${seg(name)}/key`),
+
+    models: () => t.request<Model[]>("GET", "/api/models"),
+    createModel: (m: ModelInput) => t.request<Model>("POST", "/api/models", m),
+    updateModel: (name: string, m: ModelInput) => t.request<Model>("PUT", `/api/models/${seg(name)}`, m),
+    deleteModel: (name: string) => t.request<void>("DELETE", `/api/models/${seg(name)}`),
+    testModel: (name: string) => t.request<ConnectionTest>("POST", `/api/models/${seg(name)}/test`),
+
+    routing: () => t.request<Routing>("GET", "/api/routing"),
+    setRouting: (r: RoutingInput) => t.request<Routing>("PUT", "/api/routing", r),
+
+    ca: () => t.request<CaStatus>("GET", "/api/ca"),
+    caInstall: () => t.request<CaChange>("POST", "/api/ca/install"),
+    caUninstall: () => t.request<CaChange>("POST", "/api/ca/uninstall"),
+    caRotate: () => t.request<CaChange>("POST", "/api/ca/rotate"),
+
+    usage: (q: UsageQuery) => t.request<UsageReport>("GET", `/api/usage${queryString(q)}`),
+    calls: (q: CallQuery) => t.request<CallPage>("GET", `/api/calls${queryString(q)}`),
+    call: (id: string) => t.request<CallDetail>("GET", `/api/calls/${seg(id)}`),
+    deleteCall: (id: string) => t.request<Deleted>("DELETE", `/api/calls/${seg(id)}`),
+
+    retention: () => t.request<Retention>("GET", "/api/retention"),
+    setRetention: (r: Retention) => t.request<RetentionApplied>("PUT", "/api/retention", r),
+
+    clients: () => t.request<ClientSetup[]>("GET", "/api/clients"),
+
+    logs: (q: { n?: number; after?: number }) => t.request<LogLine[]>("GET", `/api/logs${queryString(q)}`),
+
+    settings: () => t.request<Settings>("GET", "/api/settings"),
+    setSettings: (s: SettingsInput) => t.request<SettingsApplied>("PUT", "/api/settings", s),
+  };
+}
+
+export type Api = ReturnType<typeof createApi>;
+
+let current: Api | undefined;
+
+/** The app's API, over HTTP with the page's token unless `setApi` installed another. */
+export function api(): Api {
+  current ??= createApi(new HttpTransport({ token: tokenFromDocument() }));
+  return current;
+}
+
+/** Swap the transport (Tauri IPC, tests). */
+export function setApi(a: Api): void {
+  current = a;
+}

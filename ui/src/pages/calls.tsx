@@ -1,0 +1,228 @@
+import { useState } from "preact/hooks";
+import { api, type CallQuery, type CallStatus, type CallSummary } from "../ipc";
+import { STATUS_LABEL, formatCost, formatMs, formatTime, formatTokens, prettyBody } from "../format";
+import { Empty, ErrorNotice, View, useAction, useLoad } from "../ui";
+
+const PAGE = 50;
+const STATUSES = Object.keys(STATUS_LABEL) as CallStatus[];
+
+interface Filters {
+  model: string;
+  provider: string;
+  client: string;
+  status: "" | CallStatus;
+  since: "" | "1h" | "24h" | "7d";
+}
+
+const SINCE_MS = { "1h": 3_600_000, "24h": 86_400_000, "7d": 7 * 86_400_000 } as const;
+
+function Status({ s }: { s: CallStatus }) {
+  return <span class={`tag status-${s}`}>{STATUS_LABEL[s]}</span>;
+}
+
+function CallList() {
+  const [draft, setDraft] = useState<Filters>({ model: "", provider: "", client: "", status: "", since: "" });
+  const [filters, setFilters] = useState(draft);
+  const [offset, setOffset] = useState(0);
+  const query: CallQuery = {
+    limit: PAGE,
+    offset,
+    model: filters.model.trim() || null,
+    provider: filters.provider.trim() || null,
+    client: filters.client.trim() || null,
+    status: filters.status || null,
+    sinceMs: filters.since ? Date.now() - SINCE_MS[filters.since] : null,
+  };
+  const res = useLoad(() => api().calls(query), [JSON.stringify({ ...filters, offset })]);
+  const set = (k: keyof Filters) => (e: Event) => setDraft({ ...draft, [k]: (e.currentTarget as HTMLInputElement).value });
+  const filtered = Object.values(filters).some(Boolean);
+  return (
+    <>
+      <form
+        class="filters"
+        onSubmit={(e) => {
+          e.preventDefault();
+          setOffset(0);
+          setFilters(draft);
+        }}
+      >
+        {(["model", "provider", "client"] as const).map((k) => (
+          <label key={k}>
+            {k[0]!.toUpperCase() + k.slice(1)}
+            <input value={draft[k]} onInput={set(k)} />
+          </label>
+        ))}
+        <label>
+          Status
+          <select value={draft.status} onChange={set("status")}>
+            <option value="">any</option>
+            {STATUSES.map((s) => (
+              <option key={s} value={s}>
+                {STATUS_LABEL[s]}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Since
+          <select value={draft.since} onChange={set("since")}>
+            <option value="">any time</option>
+            <option value="1h">last hour</option>
+            <option value="24h">last 24 hours</option>
+            <option value="7d">last 7 days</option>
+          </select>
+        </label>
+        <button type="submit">Apply</button>
+        <button type="button" onClick={res.reload}>
+          Refresh
+        </button>
+      </form>
+      <View res={res}>
+        {(page) =>
+          page.calls.length === 0 ? (
+            <Empty title={filtered ? "No calls match these filters." : offset > 0 ? "No more calls." : "No calls recorded yet."}>
+              <p>{filtered ? "Clear a filter and apply again." : "Send a request to the gateway (or press Test on a model) and it appears here."}</p>
+            </Empty>
+          ) : (
+            <>
+              <table class="table">
+                <thead>
+                  <tr>
+                    <th scope="col">Started</th>
+                    <th scope="col">Status</th>
+                    <th scope="col">Client</th>
+                    <th scope="col">Model</th>
+                    <th scope="col">Provider</th>
+                    <th scope="col" class="num">Tokens in/out</th>
+                    <th scope="col" class="num">Cost</th>
+                    <th scope="col" class="num">TTFT</th>
+                    <th scope="col" class="num">Total</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {page.calls.map((c) => (
+                    <tr key={c.id}>
+                      <td>
+                        <a href={`#/calls/${encodeURIComponent(c.id)}`}>{formatTime(c.startedMs)}</a>
+                      </td>
+                      <td>
+                        <Status s={c.status} />
+                      </td>
+                      <td>{c.client || "—"}</td>
+                      <td>{c.model}</td>
+                      <td>{c.provider ?? "—"}</td>
+                      <td class="num">
+                        {formatTokens(c.inputTokens)} / {formatTokens(c.outputTokens)}
+                        {c.usageEstimated && <abbr title="estimated">~</abbr>}
+                      </td>
+                      <td class="num">{formatCost(c.costMicros)}</td>
+                      <td class="num">{formatMs(c.ttftMs)}</td>
+                      <td class="num">{formatMs(c.totalMs)}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+              <nav class="pager" aria-label="Pages of calls">
+                <button type="button" disabled={offset === 0} onClick={() => setOffset(Math.max(0, offset - PAGE))}>
+                  Previous
+                </button>
+                <span>
+                  {offset + 1}–{offset + page.calls.length}
+                </span>
+                <button type="button" disabled={!page.hasMore} onClick={() => setOffset(offset + PAGE)}>
+                  Next
+                </button>
+              </nav>
+            </>
+          )
+        }
+      </View>
+    </>
+  );
+}
+
+function Row({ k, v }: { k: string; v: preact.ComponentChildren }) {
+  return (
+    <>
+      <dt>{k}</dt>
+      <dd>{v}</dd>
+    </>
+  );
+}
+
+function Summary({ c, priceVersion }: { c: CallSummary; priceVersion: string | null }) {
+  return (
+    <div class="cols">
+      <section>
+        <h2>Call</h2>
+        <dl>
+          <Row k="Id" v={<code>{c.id}</code>} />
+          <Row k="Status" v={<><Status s={c.status} /> {c.httpStatus ?? ""}</>} />
+          {c.errorKind && <Row k="Error" v={`${c.errorKind}: ${c.errorMessage ?? ""}`} />}
+          <Row k="Client" v={c.client || "—"} />
+          <Row k="Dialect" v={c.dialect} />
+          <Row k="Model" v={`${c.model}${c.upstreamModel ? ` → ${c.upstreamModel}` : ""}`} />
+          <Row k="Provider" v={c.provider ?? "—"} />
+          <Row k="Streamed" v={c.stream ? "yes" : "no"} />
+          <Row k="Retries" v={c.retries} />
+        </dl>
+      </section>
+      <section>
+        <h2>Timings</h2>
+        <dl>
+          <Row k="Started" v={formatTime(c.startedMs)} />
+          <Row k="Finished" v={formatTime(c.finishedMs)} />
+          <Row k="Time to first token" v={formatMs(c.ttftMs)} />
+          <Row k="Total" v={formatMs(c.totalMs)} />
+        </dl>
+        <h2>Tokens and cost</h2>
+        <dl>
+          <Row k="Input" v={formatTokens(c.inputTokens)} />
+          <Row k="Output" v={formatTokens(c.outputTokens)} />
+          <Row k="Cache read / write" v={`${formatTokens(c.cacheReadTokens)} / ${formatTokens(c.cacheWriteTokens)}`} />
+          <Row k="Reasoning" v={formatTokens(c.reasoningTokens)} />
+          {c.usageEstimated && <Row k="Note" v="Usage estimated (the upstream reported none)" />}
+          <Row k="Cost" v={`${formatCost(c.costMicros)}${priceVersion ? ` (prices ${priceVersion})` : ""}`} />
+        </dl>
+      </section>
+    </div>
+  );
+}
+
+function CallDetailView({ id }: { id: string }) {
+  const res = useLoad(() => api().call(id), [id]);
+  const act = useAction();
+  return (
+    <>
+      <p>
+        <a href="#/calls">← All calls</a>
+      </p>
+      <View res={res}>
+        {(d) => (
+          <>
+            <Summary c={d.summary} priceVersion={d.priceVersion} />
+            <h2>Request body</h2>
+            {d.requestBody === null ? <p class="muted">No body recorded (bodies are kept only while “capture bodies” is on in Settings).</p> : <pre class="body" tabIndex={0}>{prettyBody(d.requestBody)}</pre>}
+            <h2>Response body</h2>
+            {d.responseBody === null ? <p class="muted">No body recorded.</p> : <pre class="body" tabIndex={0}>{prettyBody(d.responseBody)}</pre>}
+            <div class="actions">
+              <button
+                type="button"
+                class="danger"
+                disabled={act.busy}
+                onClick={() => confirm("Delete this call from the history?") && void act.run(() => api().deleteCall(id)).then((r) => r && (location.hash = "#/calls"))}
+              >
+                Delete call
+              </button>
+            </div>
+            {act.error && <ErrorNotice error={act.error} />}
+          </>
+        )}
+      </View>
+    </>
+  );
+}
+
+export function Calls({ args }: { args: string[] }) {
+  return args[0] ? <CallDetailView id={args[0]} /> : <CallList />;
+}
