@@ -48,7 +48,9 @@ async fn kill_9_loses_no_finished_call() {
     mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)));
     let dir = tempfile::tempdir().expect("dir");
     let config = dir.path().join("config.toml");
-    let text = config_text(&mock.url(), "").replace("keyring:test-key", "env:KH_TEST_KEY");
+    // The proxy on port 0, so the test never needs (or fights over) the default port.
+    let text = config_text(&mock.url(), "").replace("keyring:test-key", "env:KH_TEST_KEY")
+        + "\n[proxy]\nlisten = \"127.0.0.1:0\"\n";
     std::fs::write(&config, text).expect("config");
     let data = dir.path().join("data");
 
