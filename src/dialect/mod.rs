@@ -14,7 +14,11 @@ pub mod sse;
 #[cfg(test)]
 pub(crate) mod mutate;
 
-use serde::de::DeserializeOwned;
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::Deserializer;
+use serde::de::{self, DeserializeOwned, SeqAccess, Visitor};
 
 /// A request or response body that does not fit the dialect.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -58,6 +62,48 @@ pub fn from_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, DecodeError> {
     // Trailing bytes after the value make the body malformed.
     de.end().map_err(|e| DecodeError::Syntax { line: e.line(), column: e.column(), message: e.to_string() })?;
     Ok(value)
+}
+
+/// A JSON field that is either a string or an array of `T` (message content, `input`, `stop`).
+#[derive(Debug)]
+pub(crate) enum TextOrList<T> {
+    Text(String),
+    List(Vec<T>),
+}
+
+/// Deserialises a [`TextOrList`]; `expecting` completes serde's "invalid type …, expected …".
+pub(crate) fn text_or_list<'de, D, T>(deserializer: D, expecting: &'static str) -> Result<TextOrList<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    struct V<T>(&'static str, PhantomData<T>);
+
+    impl<'de, T: serde::Deserialize<'de>> Visitor<'de> for V<T> {
+        type Value = TextOrList<T>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(self.0)
+        }
+
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<TextOrList<T>, E> {
+            Ok(TextOrList::Text(v.to_owned()))
+        }
+
+        fn visit_string<E: de::Error>(self, v: String) -> Result<TextOrList<T>, E> {
+            Ok(TextOrList::Text(v))
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<TextOrList<T>, A::Error> {
+            let mut items = Vec::new();
+            while let Some(item) = seq.next_element::<T>()? {
+                items.push(item);
+            }
+            Ok(TextOrList::List(items))
+        }
+    }
+
+    deserializer.deserialize_any(V(expecting, PhantomData))
 }
 
 /// serde_json appends " at line L column C" to data errors; the path says more.

@@ -73,6 +73,18 @@ impl Effort {
         }
     }
 
+    /// OpenAI's effort names (`minimal`, `low`, `medium`, `high`; `xhigh` maps to high, the top of
+    /// the canonical scale). `none` and unknown names are `None`; callers decide what they mean.
+    pub fn parse(name: &str) -> Option<Effort> {
+        Some(match name {
+            "minimal" => Effort::Minimal,
+            "low" => Effort::Low,
+            "medium" => Effort::Medium,
+            "high" | "xhigh" => Effort::High,
+            _ => return None,
+        })
+    }
+
     /// The Anthropic thinking budget used when only an effort level is known.
     pub fn budget_tokens(self) -> u32 {
         match self {

@@ -66,3 +66,12 @@ fn invalid_tool_arguments_are_kept_as_text() {
     assert_eq!(crate::model::parse_arguments("{oops"), serde_json::Value::String("{oops".into()));
     assert_eq!(crate::model::parse_arguments(""), serde_json::json!({}));
 }
+
+#[test]
+fn effort_names_parse_onto_the_canonical_scale() {
+    use crate::model::Effort;
+    assert_eq!(Effort::parse("minimal"), Some(Effort::Minimal));
+    assert_eq!(Effort::parse("xhigh"), Some(Effort::High));
+    assert_eq!(Effort::parse("none"), None);
+    assert_eq!(Effort::parse("HIGH"), None);
+}

@@ -90,17 +90,10 @@ pub(crate) fn decode_request(body: &[u8]) -> Result<(model::Request, StreamOptio
 }
 
 fn decode_effort(effort: &str) -> Result<Effort, DecodeError> {
-    Ok(match effort {
-        "minimal" => Effort::Minimal,
-        "low" => Effort::Low,
-        "medium" => Effort::Medium,
-        // OpenAI's newest level; the canonical scale tops out at high.
-        "high" | "xhigh" => Effort::High,
-        other => {
-            return Err(DecodeError::Invalid(format!(
-                "reasoning_effort `{other}` is not supported (expected minimal, low, medium or high)"
-            )));
-        }
+    Effort::parse(effort).ok_or_else(|| {
+        DecodeError::Invalid(format!(
+            "reasoning_effort `{effort}` is not supported (expected minimal, low, medium or high)"
+        ))
     })
 }
 

@@ -7,7 +7,9 @@
 
 use std::fmt;
 
-use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, Visitor};
+
+use crate::dialect::{TextOrList, text_or_list};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -88,33 +90,10 @@ pub(crate) enum Content {
 
 impl<'de> Deserialize<'de> for Content {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Content, D::Error> {
-        struct ContentVisitor;
-
-        impl<'de> Visitor<'de> for ContentVisitor {
-            type Value = Content;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string or an array of content parts")
-            }
-
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Content, E> {
-                Ok(Content::Text(v.to_owned()))
-            }
-
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Content, E> {
-                Ok(Content::Text(v))
-            }
-
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
-                let mut parts = Vec::new();
-                while let Some(part) = seq.next_element::<InPart>()? {
-                    parts.push(part);
-                }
-                Ok(Content::Parts(parts))
-            }
-        }
-
-        deserializer.deserialize_any(ContentVisitor)
+        Ok(match text_or_list(deserializer, "a string or an array of content parts")? {
+            TextOrList::Text(s) => Content::Text(s),
+            TextOrList::List(items) => Content::Parts(items),
+        })
     }
 }
 
@@ -211,29 +190,10 @@ pub(crate) struct StringOrList(pub Vec<String>);
 
 impl<'de> Deserialize<'de> for StringOrList {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<StringOrList, D::Error> {
-        struct StopVisitor;
-
-        impl<'de> Visitor<'de> for StopVisitor {
-            type Value = StringOrList;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string or an array of strings")
-            }
-
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<StringOrList, E> {
-                Ok(StringOrList(vec![v.to_owned()]))
-            }
-
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<StringOrList, A::Error> {
-                let mut out = Vec::new();
-                while let Some(s) = seq.next_element::<String>()? {
-                    out.push(s);
-                }
-                Ok(StringOrList(out))
-            }
-        }
-
-        deserializer.deserialize_any(StopVisitor)
+        Ok(match text_or_list(deserializer, "a string or an array of strings")? {
+            TextOrList::Text(s) => StringOrList(vec![s]),
+            TextOrList::List(items) => StringOrList(items),
+        })
     }
 }
 

@@ -87,16 +87,10 @@ pub(crate) fn decode_request(body: &[u8]) -> Result<(model::Request, RequestOpti
 }
 
 fn decode_effort(effort: &str) -> Result<Effort, DecodeError> {
-    Ok(match effort {
-        "minimal" => Effort::Minimal,
-        "low" => Effort::Low,
-        "medium" => Effort::Medium,
-        "high" | "xhigh" => Effort::High,
-        other => {
-            return Err(DecodeError::Invalid(format!(
-                "reasoning.effort `{other}` is not supported (expected none, minimal, low, medium, high or xhigh)"
-            )));
-        }
+    Effort::parse(effort).ok_or_else(|| {
+        DecodeError::Invalid(format!(
+            "reasoning.effort `{effort}` is not supported (expected none, minimal, low, medium, high or xhigh)"
+        ))
     })
 }
 

@@ -6,9 +6,9 @@
 //! field gets a message naming the item. Upstream stream events are read from
 //! `serde_json::Value` in `stream.rs`, so one odd field never drops a whole event.
 
-use std::fmt;
+use serde::Deserializer;
 
-use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use crate::dialect::{TextOrList, text_or_list};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -73,33 +73,10 @@ pub(crate) enum Input {
 
 impl<'de> Deserialize<'de> for Input {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Input, D::Error> {
-        struct InputVisitor;
-
-        impl<'de> Visitor<'de> for InputVisitor {
-            type Value = Input;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string or an array of input items")
-            }
-
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Input, E> {
-                Ok(Input::Text(v.to_owned()))
-            }
-
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Input, E> {
-                Ok(Input::Text(v))
-            }
-
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Input, A::Error> {
-                let mut items = Vec::new();
-                while let Some(item) = seq.next_element::<InItem>()? {
-                    items.push(item);
-                }
-                Ok(Input::Items(items))
-            }
-        }
-
-        deserializer.deserialize_any(InputVisitor)
+        Ok(match text_or_list(deserializer, "a string or an array of input items")? {
+            TextOrList::Text(s) => Input::Text(s),
+            TextOrList::List(items) => Input::Items(items),
+        })
     }
 }
 
@@ -142,33 +119,10 @@ pub(crate) enum Content {
 
 impl<'de> Deserialize<'de> for Content {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Content, D::Error> {
-        struct ContentVisitor;
-
-        impl<'de> Visitor<'de> for ContentVisitor {
-            type Value = Content;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string or an array of content parts")
-            }
-
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Content, E> {
-                Ok(Content::Text(v.to_owned()))
-            }
-
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Content, E> {
-                Ok(Content::Text(v))
-            }
-
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
-                let mut parts = Vec::new();
-                while let Some(part) = seq.next_element::<InPart>()? {
-                    parts.push(part);
-                }
-                Ok(Content::Parts(parts))
-            }
-        }
-
-        deserializer.deserialize_any(ContentVisitor)
+        Ok(match text_or_list(deserializer, "a string or an array of content parts")? {
+            TextOrList::Text(s) => Content::Text(s),
+            TextOrList::List(items) => Content::Parts(items),
+        })
     }
 }
 
