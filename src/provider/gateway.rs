@@ -265,7 +265,7 @@ impl Gateway {
                 if let Some(body) = &ctx.request_body {
                     guard.capture_request(body);
                 }
-                guard.finalize(CallStatus::Error, Some(&err)).await;
+                guard.finalize(CallStatus::Error, Some(&err));
                 Err(CallFailure {
                     error: err,
                     upstream_wait: guard.upstream_wait,
@@ -544,7 +544,7 @@ impl CallGuard {
         }
     }
 
-    async fn finalize(&mut self, status: CallStatus, err: Option<&ProviderError>) {
+    fn finalize(&mut self, status: CallStatus, err: Option<&ProviderError>) {
         if self.done {
             return;
         }
@@ -673,7 +673,7 @@ impl CallStream {
         }
         if let StreamEvent::Error { .. } = ev {
             let err = self.pending_error.take();
-            self.guard.finalize(CallStatus::Error, err.as_ref()).await;
+            self.guard.finalize(CallStatus::Error, err.as_ref());
             self.error = err;
         }
         ev
@@ -714,7 +714,7 @@ impl CallStream {
                     return Some(self.deliver(ev).await);
                 }
                 if emu.finished {
-                    self.guard.finalize(CallStatus::Ok, None).await;
+                    self.guard.finalize(CallStatus::Ok, None);
                     return None;
                 }
             }
@@ -724,7 +724,7 @@ impl CallStream {
                     kind: model::ErrorKind::Overloaded,
                     message: "Keyhaven is shutting down".into(),
                 };
-                self.guard.finalize(CallStatus::Canceled, None).await;
+                self.guard.finalize(CallStatus::Canceled, None);
                 return Some(StreamEvent::Error { error });
             }
             let Some(emu) = self.emu.as_mut() else {
@@ -736,7 +736,7 @@ impl CallStream {
                         Some(self.deliver(ev).await)
                     }
                     None => {
-                        self.guard.finalize(CallStatus::Ok, None).await;
+                        self.guard.finalize(CallStatus::Ok, None);
                         None
                     }
                 };
