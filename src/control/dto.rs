@@ -376,6 +376,47 @@ pub struct UsageReport {
     pub rows: Vec<UsageGroupRow>,
 }
 
+/// Usage per day, split by model, provider or client (tokens and cost over time).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct UsageSeriesQuery {
+    /// The last `days` UTC days, today included (1..=366).
+    pub days: u32,
+    /// `model`, `provider` or `client` (`day` is refused: every point is a day already).
+    pub split_by: UsageGroupBy,
+}
+
+/// One day of one series.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct UsagePoint {
+    /// `YYYY-MM-DD`, UTC.
+    pub day: String,
+    /// The model, provider or client (`""` when unknown).
+    pub key: String,
+    pub calls: u64,
+    pub errors: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub cost_micros: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct UsageSeries {
+    /// First and last day of the window (`YYYY-MM-DD`, UTC).
+    pub since: String,
+    pub until: String,
+    pub split_by: UsageGroupBy,
+    /// Only (day, key) pairs with calls, ordered by day, then key.
+    pub points: Vec<UsagePoint>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
@@ -524,6 +565,49 @@ pub struct SetupResult {
     pub backup: Option<String>,
     pub notes: Vec<String>,
     pub restart_hint: String,
+}
+
+/// What routing or restoring a client would do, without doing it (a dry run).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct SetupPreview {
+    pub client: SetupClient,
+    /// The config file the change is made to.
+    pub path: String,
+    /// Whether the file would change.
+    pub changes_file: bool,
+    /// The change as a unified diff (the client token redacted); empty when the file stays.
+    pub diff: String,
+    pub notes: Vec<String>,
+    pub restart_hint: String,
+}
+
+/// One environment variable of the generic client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct EnvVar {
+    pub name: String,
+    pub value: String,
+}
+
+/// The generic client: shell lines that point OpenAI- and Anthropic-compatible tools at the
+/// gateway. `GET` answers with the token redacted; only the explicit `POST …/env/route` (which
+/// issues the token when there is none) carries it, for the user to paste into a shell.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct EnvSetup {
+    /// A client token for `env` exists.
+    pub token_issued: bool,
+    /// `sh` (POSIX `export`) or `powershell`.
+    pub shell: String,
+    pub vars: Vec<EnvVar>,
+    /// The lines that set [`vars`](Self::vars).
+    pub exports: String,
+    /// The lines that clear them.
+    pub unsets: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -717,6 +717,67 @@ impl ControlService {
         .await
     }
 
+    /// What [`route_client`](Self::route_client) would change, without changing anything: the
+    /// same plan, shown as a diff with the client token redacted.
+    pub async fn preview_route(
+        &self,
+        client: dto::SetupClient,
+        opts: dto::RouteOptions,
+    ) -> Result<dto::SetupPreview, ControlError> {
+        let env = self.setup_env()?;
+        let tokens = ClientTokens::new(keyring_of(&self.inner.gateway), &self.inner.data_dir);
+        let client = client_from_dto(client);
+        blocking(move || {
+            let opts =
+                SetupOptions { model: opts.model, small_model: opts.small_model, disable_http2: opts.disable_http2 };
+            Ok(setup_preview(&setup::plan_route(&env, client, &opts, &tokens)?))
+        })
+        .await
+    }
+
+    /// What [`undo_client`](Self::undo_client) would change, without changing anything.
+    pub async fn preview_undo(&self, client: dto::SetupClient) -> Result<dto::SetupPreview, ControlError> {
+        let env = self.setup_env()?;
+        let tokens = ClientTokens::new(keyring_of(&self.inner.gateway), &self.inner.data_dir);
+        let client = client_from_dto(client);
+        blocking(move || Ok(setup_preview(&setup::plan_undo(&env, client, &tokens)?))).await
+    }
+
+    /// The generic client's shell exports with the token redacted (nothing is issued).
+    pub async fn env_setup(&self) -> Result<dto::EnvSetup, ControlError> {
+        let env = self.setup_env()?;
+        let tokens = ClientTokens::new(keyring_of(&self.inner.gateway), &self.inner.data_dir);
+        blocking(move || {
+            let issued = tokens.get(setup::ENV_CLIENT)?.is_some();
+            let shown = if issued { ENV_TOKEN_REDACTED } else { ENV_TOKEN_PENDING };
+            Ok(env_setup(&env, issued, shown))
+        })
+        .await
+    }
+
+    /// Issues the generic client's token when it has none and answers with the exports that
+    /// carry it (for the user to paste into a shell; `keyhaven setup env` prints the same).
+    pub async fn route_env(&self) -> Result<dto::EnvSetup, ControlError> {
+        let env = self.setup_env()?;
+        let tokens = ClientTokens::new(keyring_of(&self.inner.gateway), &self.inner.data_dir);
+        blocking(move || {
+            let token = tokens.issue(setup::ENV_CLIENT)?;
+            Ok(env_setup(&env, true, secrecy::ExposeSecret::expose_secret(&token)))
+        })
+        .await
+    }
+
+    /// Revokes the generic client's token; the answer's `unsets` clear the variables.
+    pub async fn undo_env(&self) -> Result<dto::EnvSetup, ControlError> {
+        let env = self.setup_env()?;
+        let tokens = ClientTokens::new(keyring_of(&self.inner.gateway), &self.inner.data_dir);
+        blocking(move || {
+            tokens.revoke(setup::ENV_CLIENT)?;
+            Ok(env_setup(&env, false, ENV_TOKEN_PENDING))
+        })
+        .await
+    }
+
     pub async fn undo_client(&self, client: dto::SetupClient) -> Result<dto::SetupResult, ControlError> {
         let env = self.setup_env()?;
         let tokens = ClientTokens::new(keyring_of(&self.inner.gateway), &self.inner.data_dir);
@@ -792,6 +853,37 @@ fn setup_result(o: setup::Outcome) -> dto::SetupResult {
         backup: o.backup.map(|b| b.display().to_string()),
         notes: o.notes,
         restart_hint: o.client.restart_hint().to_owned(),
+    }
+}
+
+/// Stands in for the generic client's token in answers that must not carry it.
+const ENV_TOKEN_REDACTED: &str = "kh-<redacted: press Copy to fetch it>";
+const ENV_TOKEN_PENDING: &str = "kh-<issued when you press Copy>";
+
+fn env_setup(env: &SetupEnv, issued: bool, token: &str) -> dto::EnvSetup {
+    dto::EnvSetup {
+        token_issued: issued,
+        shell: match env.platform {
+            setup::Platform::Windows => "powershell".into(),
+            setup::Platform::Linux | setup::Platform::MacOs => "sh".into(),
+        },
+        vars: setup::env_vars(env, token)
+            .into_iter()
+            .map(|(name, value)| dto::EnvVar { name: name.to_owned(), value })
+            .collect(),
+        exports: setup::env_exports(env, token),
+        unsets: setup::env_unsets(env),
+    }
+}
+
+fn setup_preview(plan: &setup::Plan) -> dto::SetupPreview {
+    dto::SetupPreview {
+        client: client_to_dto(plan.client()),
+        path: plan.path().display().to_string(),
+        changes_file: plan.changes_file(),
+        diff: plan.diff(),
+        notes: plan.notes().to_vec(),
+        restart_hint: plan.client().restart_hint().to_owned(),
     }
 }
 

@@ -182,6 +182,34 @@ impl ControlService {
         })
     }
 
+    /// Tokens, cost, calls and errors per UTC day and model, provider or client over the last
+    /// `query.days` days (the Overview's charts over time). Reads only `usage_daily`.
+    pub async fn usage_series(&self, query: dto::UsageSeriesQuery) -> Result<dto::UsageSeries, ControlError> {
+        if query.days == 0 || query.days > MAX_DAYS {
+            return Err(ControlError::Invalid(format!("days: 1 to {MAX_DAYS}")));
+        }
+        if query.split_by == dto::UsageGroupBy::Day {
+            return Err(ControlError::Invalid("splitBy: model, provider or client".into()));
+        }
+        let (since, until) = window(time::OffsetDateTime::now_utc().date(), query.days);
+        let rows = self.inner.store.usage_split(&since, &until, group_of(query.split_by)).await?;
+        let points = rows
+            .into_iter()
+            .map(|r| dto::UsagePoint {
+                day: r.day,
+                key: r.key,
+                calls: r.calls,
+                errors: r.errors,
+                input_tokens: r.usage.input_tokens,
+                output_tokens: r.usage.output_tokens,
+                cache_read_tokens: r.usage.cache_read_tokens,
+                cache_write_tokens: r.usage.cache_write_tokens,
+                cost_micros: r.cost_micros,
+            })
+            .collect();
+        Ok(dto::UsageSeries { since, until, split_by: query.split_by, points })
+    }
+
     /// One page of the call history, newest first.
     pub async fn calls(&self, query: dto::CallQuery) -> Result<dto::CallPage, ControlError> {
         let limit = if query.limit == 0 { 100 } else { query.limit.min(MAX_PAGE) };

@@ -42,7 +42,7 @@ use crate::store::writer::{Command, Writer};
 
 pub use read::{
     CallDetail, CallFilter, CallSummary, DEFAULT_LIMIT, LATENCY_BOUNDS_MS, LatencyHistogram, MAX_LIMIT, UsageGroup,
-    UsageGroupRow, UsageRow, UsageTotals,
+    UsageGroupRow, UsageRow, UsageSplitRow, UsageTotals,
 };
 
 /// How long SQLite waits on a lock held by another connection.
@@ -392,6 +392,18 @@ impl Store {
     ) -> Result<Vec<UsageGroupRow>, StoreError> {
         let (since, until) = (since_day.to_owned(), until_day.to_owned());
         self.read(move |c| read::usage_grouped(c, &since, &until, group)).await
+    }
+
+    /// Usage per UTC day and group (model, provider or client) over `since_day..=until_day`,
+    /// from the `usage_daily` rollup, ordered by day, then key.
+    pub async fn usage_split(
+        &self,
+        since_day: &str,
+        until_day: &str,
+        group: UsageGroup,
+    ) -> Result<Vec<UsageSplitRow>, StoreError> {
+        let (since, until) = (since_day.to_owned(), until_day.to_owned());
+        self.read(move |c| read::usage_split(c, &since, &until, group)).await
     }
 
     /// Latency histograms (buckets of [`LATENCY_BOUNDS_MS`]) over `since_day..=until_day`, per

@@ -78,6 +78,20 @@ pub struct UsageGroupRow {
     pub total_ms_sum: i64,
 }
 
+/// Usage of one group (a model, provider or client) on one UTC day.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UsageSplitRow {
+    /// `YYYY-MM-DD`, UTC.
+    pub day: String,
+    /// The model, provider or client; `''` when unknown.
+    pub key: String,
+    pub calls: u64,
+    pub errors: u64,
+    pub usage: Usage,
+    pub cost_micros: i64,
+    pub total_ms_sum: i64,
+}
+
 /// The latency histogram of one group (or of everything, with an empty key, when the query was
 /// ungrouped): `counts[i]` calls fell in bucket `i` of [`LATENCY_BOUNDS_MS`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -312,6 +326,37 @@ pub(crate) fn usage_grouped(
                 usage: usage_at(row, 3)?,
                 cost_micros: row.get(8)?,
                 total_ms_sum: row.get(9)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+/// Usage per day and group over the days `since_day..=until_day`, ordered by day, then key.
+/// Reads only `usage_daily`. `group` is a column other than the day.
+pub(crate) fn usage_split(
+    conn: &Connection,
+    since_day: &str,
+    until_day: &str,
+    group: UsageGroup,
+) -> Result<Vec<UsageSplitRow>, StoreError> {
+    let col = group.column();
+    let sql = format!(
+        "SELECT day, {col}, SUM(calls), SUM(errors), SUM(input_tokens), SUM(output_tokens), SUM(cache_read_tokens), \
+         SUM(cache_write_tokens), SUM(reasoning_tokens), SUM(cost_micros), SUM(total_ms_sum) \
+         FROM usage_daily WHERE day >= ?1 AND day <= ?2 GROUP BY day, {col} ORDER BY day, {col}"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt
+        .query_map([since_day, until_day], |row| {
+            Ok(UsageSplitRow {
+                day: row.get(0)?,
+                key: row.get(1)?,
+                calls: to_u64(row.get(2)?),
+                errors: to_u64(row.get(3)?),
+                usage: usage_at(row, 4)?,
+                cost_micros: row.get(9)?,
+                total_ms_sum: row.get(10)?,
             })
         })?
         .collect::<rusqlite::Result<_>>()?;

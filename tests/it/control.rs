@@ -213,6 +213,17 @@ async fn providers_models_calls_usage_routing_retention_through_the_control_serv
     let by_day = ctl.usage(dto::UsageQuery { days: 1, group_by: dto::UsageGroupBy::Day }).await.expect("usage");
     assert_eq!(by_day.rows.len(), 1);
     assert!(ctl.usage(dto::UsageQuery { days: 0, group_by: dto::UsageGroupBy::Day }).await.is_err());
+    // Over time: one point per day and provider, the same numbers as the totals.
+    let series = ctl
+        .usage_series(dto::UsageSeriesQuery { days: 7, split_by: dto::UsageGroupBy::Provider })
+        .await
+        .expect("series");
+    let point = series.points.iter().find(|p| p.key == "p2").expect("p2 point");
+    assert_eq!((point.calls, point.cost_micros, point.input_tokens, point.output_tokens), (1, 614, 200, 7));
+    assert_eq!(point.day, series.until, "today");
+    seen.add(&series);
+    let split_by_day = ctl.usage_series(dto::UsageSeriesQuery { days: 7, split_by: dto::UsageGroupBy::Day }).await;
+    assert_eq!(split_by_day.expect_err("refused").kind(), "invalid");
 
     // Connection test: a 1-token call through the gateway, recorded under keyhaven-control.
     mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)));
@@ -548,4 +559,127 @@ async fn the_ui_is_served_with_the_token_injected() {
     let foreign = engine.http.get(engine.url("/")).header("origin", "http://evil.example").send().await.expect("s");
     assert_eq!(foreign.status(), 403);
     engine.stop().await;
+}
+
+/// A control-API request with the token (JSON on every method but GET).
+async fn api(engine: &TestEngine, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+    let token = ControlToken::load_or_create(engine.dir.path()).expect("token");
+    let mut req = engine.http.request(method.clone(), engine.url(path)).bearer_auth(token.expose());
+    if method != reqwest::Method::GET {
+        req = req.header("content-type", "application/json");
+    }
+    if let Some(b) = body {
+        req = req.body(serde_json::to_vec(&b).expect("json"));
+    }
+    let resp = req.send().await.expect("send");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.expect("body");
+    (status, if text.is_empty() { Value::Null } else { serde_json::from_str(&text).expect("JSON answer") })
+}
+
+/// Every file under `dir` with its bytes, to prove a dry run wrote nothing.
+fn tree(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if !p.extension().is_some_and(|x| x == "db" || x == "db-wal" || x == "db-shm") {
+                out.push((p.display().to_string(), std::fs::read(&p).unwrap_or_default()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn client_previews_change_nothing_and_show_the_exact_change() {
+    let mock = MockUpstream::start().await;
+    let (engine, _) = start(&mock).await;
+    let home = engine.dir.path().join("home");
+    let settings = home.join(".claude").join("settings.json");
+    let original = "{\n  // my settings\n  \"theme\": \"dark\"\n}\n";
+    std::fs::write(&settings, original).expect("settings");
+    let before = tree(engine.dir.path());
+
+    // Route preview: the diff names the file and Keyhaven's keys, the token is redacted, nothing
+    // on disk (config, state, token registry, backups) changed.
+    let (status, preview) = api(
+        &engine,
+        reqwest::Method::POST,
+        "/api/clients/claudeCode/route/preview",
+        Some(json!({ "model": "an-model", "smallModel": null, "disableHttp2": false })),
+    )
+    .await;
+    assert_eq!(status, 200, "{preview}");
+    let preview: dto::SetupPreview = serde_json::from_value(preview).expect("preview");
+    assert!(preview.changes_file);
+    assert_eq!(preview.path, settings.display().to_string());
+    for want in ["ANTHROPIC_BASE_URL", "http://127.0.0.1:4937", "ANTHROPIC_MODEL", "an-model", "+"] {
+        assert!(preview.diff.contains(want), "{want} in {}", preview.diff);
+    }
+    assert!(!has_token(&preview.diff) && preview.diff.contains("[REDACTED]"), "{}", preview.diff);
+    assert_eq!(tree(engine.dir.path()), before, "a preview writes nothing");
+
+    // The real route writes what the preview showed; undo preview shows the way back.
+    let (status, routed) = api(
+        &engine,
+        reqwest::Method::POST,
+        "/api/clients/claudeCode/route",
+        Some(json!({ "model": "an-model", "smallModel": null, "disableHttp2": false })),
+    )
+    .await;
+    assert_eq!(status, 200, "{routed}");
+    let written = std::fs::read_to_string(&settings).expect("settings");
+    assert!(written.contains("// my settings") && written.contains("\"ANTHROPIC_MODEL\": \"an-model\""), "{written}");
+    let (again, _) = api(&engine, reqwest::Method::POST, "/api/clients/claudeCode/route/preview", None).await;
+    assert_eq!(again, 200);
+    let mid = tree(engine.dir.path());
+    let (status, undo) = api(&engine, reqwest::Method::POST, "/api/clients/claudeCode/undo/preview", None).await;
+    assert_eq!(status, 200, "{undo}");
+    let undo: dto::SetupPreview = serde_json::from_value(undo).expect("preview");
+    assert!(undo.changes_file && undo.diff.contains("-") && undo.diff.contains("ANTHROPIC_BASE_URL"), "{undo:?}");
+    assert!(!has_token(&undo.diff), "{}", undo.diff);
+    assert_eq!(tree(engine.dir.path()), mid, "an undo preview writes nothing");
+    let (status, _) = api(&engine, reqwest::Method::POST, "/api/clients/claudeCode/undo", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(std::fs::read_to_string(&settings).expect("settings"), original, "restored byte for byte");
+    let (status, err) = api(&engine, reqwest::Method::POST, "/api/clients/claudeCode/undo/preview", None).await;
+    assert_eq!((status, err["kind"].as_str()), (500, Some("setup")), "nothing to undo: {err}");
+    let (status, _) = api(&engine, reqwest::Method::POST, "/api/clients/nope/route/preview", None).await;
+    assert_eq!(status, 404);
+
+    // The generic client: GET never carries a token; the POST issues one and returns it once.
+    let (status, env) = api(&engine, reqwest::Method::GET, "/api/clients/env", None).await;
+    assert_eq!(status, 200);
+    let env: dto::EnvSetup = serde_json::from_value(env).expect("env");
+    assert!(!env.token_issued && !has_token(&env.exports));
+    assert!(env.exports.contains("export OPENAI_BASE_URL='http://127.0.0.1:4937/v1'"), "{}", env.exports);
+    assert!(env.exports.contains("export ANTHROPIC_BASE_URL='http://127.0.0.1:4937'"), "{}", env.exports);
+    let (status, issued) = api(&engine, reqwest::Method::POST, "/api/clients/env/route", None).await;
+    assert_eq!(status, 200);
+    let issued: dto::EnvSetup = serde_json::from_value(issued).expect("env");
+    assert!(issued.token_issued && has_token(&issued.exports), "{}", issued.exports);
+    let token = issued.vars.iter().find(|v| v.name == "OPENAI_API_KEY").expect("key var").value.clone();
+    let (_, again) = api(&engine, reqwest::Method::POST, "/api/clients/env/route", None).await;
+    assert_eq!(again["vars"][1]["value"], token.as_str(), "the same token, not a new one each time");
+    let (_, shown) = api(&engine, reqwest::Method::GET, "/api/clients/env", None).await;
+    assert_eq!(shown["tokenIssued"], true);
+    assert!(!shown.to_string().contains(&token), "GET redacts the token");
+    let (status, undone) = api(&engine, reqwest::Method::POST, "/api/clients/env/undo", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(undone["tokenIssued"], false);
+    assert!(undone["unsets"].as_str().is_some_and(|u| u.contains("unset OPENAI_BASE_URL")), "{undone}");
+    engine.stop().await;
+}
+
+/// Whether `text` holds a real client token (`kh-` and 64 hex digits).
+fn has_token(text: &str) -> bool {
+    text.match_indices("kh-").any(|(i, _)| {
+        let rest = &text[i + 3..];
+        rest.len() >= 64 && rest.chars().take(64).all(|c| c.is_ascii_hexdigit())
+    })
 }

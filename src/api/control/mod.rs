@@ -21,10 +21,14 @@
 //! GET    /api/routing                   PUT /api/routing
 //! GET    /api/ca                        POST /api/ca/install | /api/ca/uninstall | /api/ca/rotate
 //! GET    /api/usage?days=7&groupBy=model
+//! GET    /api/usage/series?days=14&splitBy=model      (per day and model, provider or client)
 //! GET    /api/calls?limit=&offset=&model=&provider=&client=&status=&sinceMs=
 //! GET    /api/calls/{id}                DELETE /api/calls/{id}
 //! GET    /api/retention                 PUT /api/retention
 //! GET    /api/clients                   POST /api/clients/{client}/route | /api/clients/{client}/undo
+//! POST   /api/clients/{client}/route/preview | /api/clients/{client}/undo/preview   (dry runs)
+//! GET    /api/clients/env               POST /api/clients/env/route | /api/clients/env/undo
+//!        (the generic client's shell exports; only the POST answer carries its token)
 //! GET    /api/logs?n=200 | ?after=SEQ
 //! GET    /api/settings                  PUT /api/settings
 //! ```
@@ -123,12 +127,18 @@ pub fn router<S: Clone + Send + Sync + 'static>(api: ControlApi, guard: Arc<crat
         .route("/api/ca/uninstall", post(ca_uninstall))
         .route("/api/ca/rotate", post(ca_rotate))
         .route("/api/usage", get(usage))
+        .route("/api/usage/series", get(usage_series))
         .route("/api/calls", get(calls))
         .route("/api/calls/{id}", get(call).delete(delete_call))
         .route("/api/retention", get(retention).put(set_retention))
         .route("/api/clients", get(clients))
         .route("/api/clients/{client}/route", post(route_client))
         .route("/api/clients/{client}/undo", post(undo_client))
+        .route("/api/clients/{client}/route/preview", post(preview_route))
+        .route("/api/clients/{client}/undo/preview", post(preview_undo))
+        .route("/api/clients/env", get(env_setup))
+        .route("/api/clients/env/route", post(route_env))
+        .route("/api/clients/env/undo", post(undo_env))
         .route("/api/logs", get(logs))
         .route("/api/settings", get(settings).put(set_settings))
         .layer(axum::middleware::from_fn_with_state(Arc::new(check), guard::check))
@@ -222,6 +232,10 @@ async fn usage(State(s): Svc, q: Result<Query<dto::UsageQuery>, QueryRejection>)
     ok(s.usage(query(q)?).await)
 }
 
+async fn usage_series(State(s): Svc, q: Result<Query<dto::UsageSeriesQuery>, QueryRejection>) -> Res<dto::UsageSeries> {
+    ok(s.usage_series(query(q)?).await)
+}
+
 async fn calls(State(s): Svc, q: Result<Query<dto::CallQuery>, QueryRejection>) -> Res<dto::CallPage> {
     ok(s.calls(query(q)?).await)
 }
@@ -258,6 +272,27 @@ async fn route_client(State(s): Svc, Path(client): Path<String>, body: Bytes) ->
 
 async fn undo_client(State(s): Svc, Path(client): Path<String>) -> Res<dto::SetupResult> {
     ok(s.undo_client(client_of(&client)?).await)
+}
+
+async fn preview_route(State(s): Svc, Path(client): Path<String>, body: Bytes) -> Res<dto::SetupPreview> {
+    let opts = if body.is_empty() { dto::RouteOptions::default() } else { json(&body)? };
+    ok(s.preview_route(client_of(&client)?, opts).await)
+}
+
+async fn preview_undo(State(s): Svc, Path(client): Path<String>) -> Res<dto::SetupPreview> {
+    ok(s.preview_undo(client_of(&client)?).await)
+}
+
+async fn env_setup(State(s): Svc) -> Res<dto::EnvSetup> {
+    ok(s.env_setup().await)
+}
+
+async fn route_env(State(s): Svc) -> Res<dto::EnvSetup> {
+    ok(s.route_env().await)
+}
+
+async fn undo_env(State(s): Svc) -> Res<dto::EnvSetup> {
+    ok(s.undo_env().await)
 }
 
 #[derive(Debug, Deserialize)]

@@ -168,6 +168,36 @@ export type UsageReport = {
  */
 since: string, until: string, groupBy: UsageGroupBy, totals: UsageStats, rows: Array<UsageGroupRow>, };
 
+export type UsageSeriesQuery = { 
+/**
+ * The last `days` UTC days, today included (1..=366).
+ */
+days: number, 
+/**
+ * `model`, `provider` or `client` (`day` is refused: every point is a day already).
+ */
+splitBy: UsageGroupBy, };
+
+export type UsagePoint = { 
+/**
+ * `YYYY-MM-DD`, UTC.
+ */
+day: string, 
+/**
+ * The model, provider or client (`""` when unknown).
+ */
+key: string, calls: number, errors: number, inputTokens: number, outputTokens: number, cacheReadTokens: number, cacheWriteTokens: number, costMicros: number, };
+
+export type UsageSeries = { 
+/**
+ * First and last day of the window (`YYYY-MM-DD`, UTC).
+ */
+since: string, until: string, splitBy: UsageGroupBy, 
+/**
+ * Only (day, key) pairs with calls, ordered by day, then key.
+ */
+points: Array<UsagePoint>, };
+
 export type CallStatus = "inFlight" | "ok" | "error" | "canceled" | "interrupted";
 
 export type CallQuery = { 
@@ -232,6 +262,40 @@ recorded: boolean, restartHint: string, };
 export type RouteOptions = { model: string | null, smallModel: string | null, disableHttp2: boolean, };
 
 export type SetupResult = { client: SetupClient, path: string, changed: boolean, backup: string | null, notes: Array<string>, restartHint: string, };
+
+export type SetupPreview = { client: SetupClient, 
+/**
+ * The config file the change is made to.
+ */
+path: string, 
+/**
+ * Whether the file would change.
+ */
+changesFile: boolean, 
+/**
+ * The change as a unified diff (the client token redacted); empty when the file stays.
+ */
+diff: string, notes: Array<string>, restartHint: string, };
+
+export type EnvVar = { name: string, value: string, };
+
+export type EnvSetup = { 
+/**
+ * A client token for `env` exists.
+ */
+tokenIssued: boolean, 
+/**
+ * `sh` (POSIX `export`) or `powershell`.
+ */
+shell: string, vars: Array<EnvVar>, 
+/**
+ * The lines that set [`vars`](Self::vars).
+ */
+exports: string, 
+/**
+ * The lines that clear them.
+ */
+unsets: string, };
 
 export type LogLine = { 
 /**
