@@ -6,11 +6,13 @@ import { Calls } from "./pages/calls";
 import { CaTrust } from "./pages/ca";
 import { SettingsPage } from "./pages/settings";
 import { Logs } from "./pages/logs";
+import { Clients } from "./pages/clients";
 import { tokenFromDocument } from "./ipc";
 
 export const ROUTES = [
   { path: "overview", label: "Overview", view: Overview },
   { path: "providers", label: "Providers & Models", view: Providers },
+  { path: "clients", label: "Clients", view: Clients },
   { path: "routing", label: "Routing", view: RoutingPage },
   { path: "calls", label: "Calls", view: Calls },
   { path: "ca", label: "CA Trust", view: CaTrust },

@@ -1,5 +1,5 @@
 // Provider presets and form validation for the Providers & Models page.
-import type { ModelInput, ProviderInput, ProviderKind } from "./ipc";
+import type { Model, ModelInput, Provider, ProviderInput, ProviderKind, ToolsMode } from "./ipc";
 
 export interface ProviderPreset {
   id: string;
@@ -68,14 +68,23 @@ export function validateProvider(f: ProviderForm, existing: string[] = []): Fiel
   return e;
 }
 
-export function providerInput(f: ProviderForm, preset?: ProviderPreset): ProviderInput {
+/** The edit form of an existing provider. */
+export function providerFormOf(p: Provider): ProviderForm {
+  return { name: p.name, kind: p.kind, baseUrl: p.baseUrl, keySource: p.key?.source ?? "none", keyName: p.key?.name ?? "" };
+}
+
+/**
+ * The input for a create (from a preset) or an edit (`base`: the provider as it is, so settings
+ * the form does not show are kept).
+ */
+export function providerInput(f: ProviderForm, preset?: ProviderPreset, base?: Provider): ProviderInput {
   return {
     name: f.name.trim(),
     kind: f.kind,
     baseUrl: f.baseUrl.trim().replace(/\/+$/, ""),
     key: f.keySource === "none" ? null : { source: f.keySource, name: f.keyName.trim() },
-    reasoningContent: preset?.reasoningContent ?? null,
-    maxCompletionTokens: null,
+    reasoningContent: preset?.reasoningContent ?? base?.reasoningContent ?? null,
+    maxCompletionTokens: base?.maxCompletionTokens ?? null,
   };
 }
 
@@ -86,6 +95,33 @@ export interface ModelForm {
   aliases: string;
   contextWindow: string;
   maxOutputTokens: string;
+  tools: boolean;
+  vision: boolean;
+  thinking: boolean;
+  toolsMode: ToolsMode;
+}
+
+/** The engine's defaults for a new model: tools and vision on, thinking off, native tools. */
+export const MODEL_DEFAULTS = { tools: true, vision: true, thinking: false, toolsMode: "native" as ToolsMode };
+
+export function emptyModelForm(provider = ""): ModelForm {
+  return { name: "", provider, upstream: "", aliases: "", contextWindow: "", maxOutputTokens: "", ...MODEL_DEFAULTS };
+}
+
+/** The edit form of an existing model. */
+export function modelFormOf(m: Model): ModelForm {
+  return {
+    name: m.name,
+    provider: m.provider,
+    upstream: m.upstream,
+    aliases: m.aliases.join(", "),
+    contextWindow: m.contextWindow === null ? "" : String(m.contextWindow),
+    maxOutputTokens: m.maxOutputTokens === null ? "" : String(m.maxOutputTokens),
+    tools: m.capabilities.tools,
+    vision: m.capabilities.vision,
+    thinking: m.capabilities.thinking,
+    toolsMode: m.tools,
+  };
 }
 
 function positiveInt(s: string): number | null | undefined {
@@ -110,7 +146,14 @@ export function validateModel(f: ModelForm, providers: string[], existing: strin
   return e;
 }
 
-export function modelInput(f: ModelForm): ModelInput {
+/**
+ * The input for a create or (with `base`, the model as it is) an edit. A new model that keeps
+ * the defaults sends `null`s, so its config entry stays short; an edit sends what the form shows
+ * and keeps the price override the form does not show.
+ */
+export function modelInput(f: ModelForm, base?: Model): ModelInput {
+  const caps = { tools: f.tools, vision: f.vision, thinking: f.thinking };
+  const defaultCaps = caps.tools === MODEL_DEFAULTS.tools && caps.vision === MODEL_DEFAULTS.vision && caps.thinking === MODEL_DEFAULTS.thinking;
   return {
     name: f.name.trim(),
     aliases: f.aliases.split(",").map((a) => a.trim()).filter(Boolean),
@@ -118,9 +161,9 @@ export function modelInput(f: ModelForm): ModelInput {
     upstream: f.upstream.trim(),
     contextWindow: positiveInt(f.contextWindow) ?? null,
     maxOutputTokens: positiveInt(f.maxOutputTokens) ?? null,
-    capabilities: null,
-    tools: null,
-    price: null,
+    capabilities: base || !defaultCaps ? caps : null,
+    tools: base || f.toolsMode !== MODEL_DEFAULTS.toolsMode ? f.toolsMode : null,
+    price: base?.price ?? null,
   };
 }
 

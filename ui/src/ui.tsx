@@ -141,3 +141,87 @@ export function Stat({ label, value, sub }: { label: string; value: string; sub?
     </div>
   );
 }
+
+/** Copies text: the async clipboard API, else a hidden textarea and `execCommand`. */
+export async function copyText(text: string): Promise<boolean> {
+  try {
+    if (navigator.clipboard?.writeText) {
+      await navigator.clipboard.writeText(text);
+      return true;
+    }
+  } catch {
+    // fall through to the old way (no permission, not a secure context)
+  }
+  const area = document.createElement("textarea");
+  area.value = text;
+  area.setAttribute("readonly", "");
+  area.style.position = "fixed";
+  area.style.opacity = "0";
+  document.body.appendChild(area);
+  area.select();
+  let ok = false;
+  try {
+    ok = document.execCommand("copy");
+  } catch {
+    ok = false;
+  }
+  area.remove();
+  return ok;
+}
+
+/** A button that copies `get()`'s text and says whether it worked. */
+export function CopyButton({ label = "Copy", get, disabled }: { label?: string; get: () => Promise<string> | string; disabled?: boolean }) {
+  const [state, setState] = useState<"idle" | "copied" | "failed">("idle");
+  const act = useAction();
+  const click = async () => {
+    const text = await act.run(async () => get());
+    if (text === undefined) return;
+    setState((await copyText(text)) ? "copied" : "failed");
+  };
+  return (
+    <>
+      <button type="button" disabled={disabled || act.busy} onClick={() => void click()}>
+        {label}
+      </button>
+      <span role="status" aria-live="polite" class="muted">
+        {state === "copied" ? "Copied." : state === "failed" ? "Could not copy: select the text and copy it by hand." : ""}
+      </span>
+      {act.error && <ErrorNotice error={act.error} />}
+    </>
+  );
+}
+
+/** A destructive action behind an inline "are you sure" (keyboard-friendly, no modal). */
+export function ConfirmButton({ label, question, confirmLabel, onConfirm, disabled }: { label: string; question: string; confirmLabel?: string; onConfirm: () => void; disabled?: boolean }) {
+  const [asking, setAsking] = useState(false);
+  const yes = useRef<HTMLButtonElement>(null);
+  useEffect(() => {
+    if (asking) yes.current?.focus();
+  }, [asking]);
+  if (!asking)
+    return (
+      <button type="button" class="danger" disabled={disabled} onClick={() => setAsking(true)}>
+        {label}
+      </button>
+    );
+  return (
+    <span class="confirm" role="group" aria-label={question}>
+      <span>{question}</span>
+      <button
+        type="button"
+        class="danger"
+        ref={yes}
+        disabled={disabled}
+        onClick={() => {
+          setAsking(false);
+          onConfirm();
+        }}
+      >
+        {confirmLabel ?? label}
+      </button>
+      <button type="button" onClick={() => setAsking(false)} onKeyDown={(e) => e.key === "Escape" && setAsking(false)}>
+        Cancel
+      </button>
+    </span>
+  );
+}

@@ -87,6 +87,27 @@ describe("HttpTransport", () => {
   });
 });
 
+describe("client setup calls", () => {
+  it("use the dry-run and env routes", async () => {
+    const f = fakeFetch(200, "{}");
+    const a = createApi(new HttpTransport({ token: "t", fetch: f }));
+    await a.previewRoute("claudeCode", { model: "m", smallModel: null, disableHttp2: false });
+    await a.previewUndo("codex");
+    await a.routeEnv();
+    await a.envSetup();
+    await a.usageSeries({ days: 7, splitBy: "provider" });
+    const calls = f.mock.calls.map(([url, init]) => `${init?.method} ${String(url)}`);
+    expect(calls).toEqual([
+      "POST /api/clients/claudeCode/route/preview",
+      "POST /api/clients/codex/undo/preview",
+      "POST /api/clients/env/route",
+      "GET /api/clients/env",
+      "GET /api/usage/series?days=7&splitBy=provider",
+    ]);
+    expect(JSON.parse(f.mock.calls[0]![1]?.body as string)).toEqual({ model: "m", smallModel: null, disableHttp2: false });
+  });
+});
+
 describe("tokenFromDocument", () => {
   const doc = (content: string | null) => ({
     querySelector: () => (content === null ? null : ({ getAttribute: () => content } as unknown as Element)),

@@ -11,6 +11,7 @@ import type {
   ConnectionTest,
   Deleted,
   EngineStatus,
+  EnvSetup,
   ErrorBody,
   KeyInfo,
   LogLine,
@@ -21,12 +22,18 @@ import type {
   Retention,
   RetentionApplied,
   Routing,
+  RouteOptions,
   RoutingInput,
+  SetupClient,
+  SetupPreview,
+  SetupResult,
   Settings,
   SettingsApplied,
   SettingsInput,
   UsageQuery,
   UsageReport,
+  UsageSeries,
+  UsageSeriesQuery,
 } from "./bindings.gen";
 
 export type * from "./bindings.gen";
@@ -152,6 +159,7 @@ export function createApi(t: Transport) {
     caRotate: () => t.request<CaChange>("POST", "/api/ca/rotate"),
 
     usage: (q: UsageQuery) => t.request<UsageReport>("GET", `/api/usage${queryString(q)}`),
+    usageSeries: (q: UsageSeriesQuery) => t.request<UsageSeries>("GET", `/api/usage/series${queryString(q)}`),
     calls: (q: CallQuery) => t.request<CallPage>("GET", `/api/calls${queryString(q)}`),
     call: (id: string) => t.request<CallDetail>("GET", `/api/calls/${seg(id)}`),
     deleteCall: (id: string) => t.request<Deleted>("DELETE", `/api/calls/${seg(id)}`),
@@ -160,6 +168,15 @@ export function createApi(t: Transport) {
     setRetention: (r: Retention) => t.request<RetentionApplied>("PUT", "/api/retention", r),
 
     clients: () => t.request<ClientSetup[]>("GET", "/api/clients"),
+    routeClient: (c: SetupClient, o: RouteOptions) => t.request<SetupResult>("POST", `/api/clients/${seg(c)}/route`, o),
+    undoClient: (c: SetupClient) => t.request<SetupResult>("POST", `/api/clients/${seg(c)}/undo`),
+    previewRoute: (c: SetupClient, o: RouteOptions) => t.request<SetupPreview>("POST", `/api/clients/${seg(c)}/route/preview`, o),
+    previewUndo: (c: SetupClient) => t.request<SetupPreview>("POST", `/api/clients/${seg(c)}/undo/preview`),
+    /** The generic client's exports, token redacted. */
+    envSetup: () => t.request<EnvSetup>("GET", "/api/clients/env"),
+    /** Issues the generic client's token if needed; the answer carries it. */
+    routeEnv: () => t.request<EnvSetup>("POST", "/api/clients/env/route"),
+    undoEnv: () => t.request<EnvSetup>("POST", "/api/clients/env/undo"),
 
     logs: (q: { n?: number; after?: number }) => t.request<LogLine[]>("GET", `/api/logs${queryString(q)}`),
 

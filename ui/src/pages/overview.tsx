@@ -1,5 +1,8 @@
-import { api } from "../ipc";
+import { useState } from "preact/hooks";
+import { api, type UsageGroupBy } from "../ipc";
 import { formatCost, formatDuration, formatMs, formatPercent, formatTokens, plural, usageBars, type Bar } from "../format";
+import { dailyColumns, dayRange, stackPoints } from "../charts";
+import { ColumnChart } from "../chart";
 import { Empty, Stat, View, useLoad } from "../ui";
 
 export function Bars({ bars, label }: { bars: Bar[]; label: string }) {
@@ -21,10 +24,160 @@ export function Bars({ bars, label }: { bars: Bar[]; label: string }) {
   );
 }
 
+type Split = Exclude<UsageGroupBy, "day">;
+const SPLITS: { value: Split; label: string }[] = [
+  { value: "model", label: "model" },
+  { value: "provider", label: "provider" },
+  { value: "client", label: "client" },
+];
+const WINDOWS = [7, 14, 30, 90];
+
+function Controls({ split, setSplit, days, setDays }: { split: Split; setSplit: (s: Split) => void; days: number; setDays: (d: number) => void }) {
+  return (
+    <div class="toolbar" role="group" aria-label="Chart options">
+      <label>
+        Split by{" "}
+        <select id="ov-split" value={split} onChange={(e) => setSplit(e.currentTarget.value as Split)}>
+          {SPLITS.map((s) => (
+            <option key={s.value} value={s.value}>
+              {s.label}
+            </option>
+          ))}
+        </select>
+      </label>
+      <label>
+        Window{" "}
+        <select id="ov-days" value={days} onChange={(e) => setDays(Number(e.currentTarget.value))}>
+          {WINDOWS.map((d) => (
+            <option key={d} value={d}>
+              last {d} days
+            </option>
+          ))}
+        </select>
+      </label>
+    </div>
+  );
+}
+
+function Today({ split }: { split: Split }) {
+  const today = useLoad(() => api().usage({ days: 1, groupBy: split }), [split]);
+  return (
+    <View res={today}>
+      {(u) => {
+        const t = u.totals;
+        if (t.calls === 0)
+          return (
+            <Empty title="No calls today yet.">
+              <p>
+                Point a client at the gateway (<a href="#/providers">add a provider and a model</a>, then route a client on the{" "}
+                <a href="#/clients">Clients</a> page); its calls, tokens and cost show up here.
+              </p>
+            </Empty>
+          );
+        return (
+          <>
+            <div class="stats">
+              <Stat label="Today's spend" value={formatCost(t.costMicros)} sub={plural(t.calls, "call")} />
+              <Stat label="Tokens" value={formatTokens(t.inputTokens + t.outputTokens)} sub={`${formatTokens(t.inputTokens)} in · ${formatTokens(t.outputTokens)} out`} />
+              <Stat label="Latency p50 / p95 / p99" value={formatMs(t.latency.p50Ms)} sub={`${formatMs(t.latency.p95Ms)} · ${formatMs(t.latency.p99Ms)}`} />
+              <Stat label="Errors" value={formatPercent(t.errorRate)} sub={plural(t.errors, "error")} />
+              <Stat label="Cache hit rate" value={formatPercent(t.cacheHitRate)} sub={`${formatTokens(t.cacheReadTokens)} cached tokens`} />
+            </div>
+            <div class="cols">
+              <section>
+                <h3>Cost by {split}</h3>
+                <Bars label={`Cost by ${split} today`} bars={usageBars(u, (s) => s.costMicros, formatCost)} />
+              </section>
+              <section>
+                <h3>Tokens by {split}</h3>
+                <Bars label={`Tokens by ${split} today`} bars={usageBars(u, (s) => s.inputTokens + s.outputTokens, formatTokens)} />
+              </section>
+              <section>
+                <h3>Latency p95 by {split}</h3>
+                <Bars label={`Latency p95 by ${split} today`} bars={usageBars(u, (s) => s.latency.p95Ms ?? 0, formatMs)} />
+              </section>
+              <section>
+                <h3>Errors by {split}</h3>
+                <Bars label={`Errors by ${split} today`} bars={usageBars(u, (s) => s.errors, String)} />
+              </section>
+            </div>
+          </>
+        );
+      }}
+    </View>
+  );
+}
+
+function OverTime({ split, days }: { split: Split; days: number }) {
+  const series = useLoad(() => api().usageSeries({ days, splitBy: split }), [split, days]);
+  const daily = useLoad(() => api().usage({ days, groupBy: "day" }), [days]);
+  return (
+    <>
+      <View res={series}>
+        {(s) => {
+          const range = dayRange(s.since, s.until);
+          if (s.points.length === 0) return <p class="muted">No calls in the last {days} days.</p>;
+          return (
+            <div class="cols">
+              <section>
+                <h3>Cost per day by {split}</h3>
+                <ColumnChart title={`Cost per day by ${split}`} data={stackPoints(s.points, range, (p) => p.costMicros)} format={formatCost} />
+              </section>
+              <section>
+                <h3>Tokens per day by {split}</h3>
+                <ColumnChart title={`Tokens per day by ${split}`} data={stackPoints(s.points, range, (p) => p.inputTokens + p.outputTokens)} format={formatTokens} />
+              </section>
+            </div>
+          );
+        }}
+      </View>
+      <View res={daily}>
+        {(u) => {
+          if (u.totals.calls === 0) return null;
+          const range = dayRange(u.since, u.until);
+          return (
+            <>
+              <p class="muted">
+                {formatCost(u.totals.costMicros)} over {plural(u.totals.calls, "call")} ({u.since} – {u.until}), {plural(u.totals.errors, "error")}, p95 {formatMs(u.totals.latency.p95Ms)}
+              </p>
+              <div class="cols">
+                <section>
+                  <h3>Latency per day</h3>
+                  <ColumnChart
+                    title="Latency per day"
+                    grouped
+                    data={dailyColumns(u, range, [
+                      { key: "p50", of: (x) => x.latency.p50Ms },
+                      { key: "p95", of: (x) => x.latency.p95Ms },
+                    ])}
+                    format={formatMs}
+                  />
+                </section>
+                <section>
+                  <h3>Calls and errors per day</h3>
+                  <ColumnChart
+                    title="Calls and errors per day"
+                    grouped
+                    data={dailyColumns(u, range, [
+                      { key: "calls", of: (x) => x.calls },
+                      { key: "errors", of: (x) => x.errors },
+                    ])}
+                    format={(v) => String(Math.round(v))}
+                  />
+                </section>
+              </div>
+            </>
+          );
+        }}
+      </View>
+    </>
+  );
+}
+
 export function Overview(_: { args: string[] }) {
   const status = useLoad(() => api().status());
-  const today = useLoad(() => api().usage({ days: 1, groupBy: "model" }));
-  const week = useLoad(() => api().usage({ days: 7, groupBy: "day" }));
+  const [split, setSplit] = useState<Split>("model");
+  const [days, setDays] = useState(7);
   return (
     <>
       <View res={status}>
@@ -36,66 +189,11 @@ export function Overview(_: { args: string[] }) {
           </p>
         )}
       </View>
+      <Controls split={split} setSplit={setSplit} days={days} setDays={setDays} />
       <h2>Today (UTC)</h2>
-      <View res={today}>
-        {(u) => {
-          const t = u.totals;
-          if (t.calls === 0)
-            return (
-              <Empty title="No calls today yet.">
-                <p>
-                  Point a client at the gateway (<a href="#/providers">add a provider and a model</a> first), then its
-                  calls, tokens and cost show up here.
-                </p>
-              </Empty>
-            );
-          return (
-            <>
-              <div class="stats">
-                <Stat label="Spend" value={formatCost(t.costMicros)} sub={plural(t.calls, "call")} />
-                <Stat label="Tokens" value={formatTokens(t.inputTokens + t.outputTokens)} sub={`${formatTokens(t.inputTokens)} in · ${formatTokens(t.outputTokens)} out`} />
-                <Stat label="Latency p50 / p95 / p99" value={formatMs(t.latency.p50Ms)} sub={`${formatMs(t.latency.p95Ms)} · ${formatMs(t.latency.p99Ms)}`} />
-                <Stat label="Error rate" value={formatPercent(t.errorRate)} sub={plural(t.errors, "error")} />
-                <Stat label="Cache hit rate" value={formatPercent(t.cacheHitRate)} sub={`${formatTokens(t.cacheReadTokens)} cached tokens`} />
-              </div>
-              <div class="cols">
-                <section>
-                  <h3>Cost by model</h3>
-                  <Bars label="Cost by model" bars={usageBars(u, (s) => s.costMicros, formatCost)} />
-                </section>
-                <section>
-                  <h3>Tokens by model</h3>
-                  <Bars label="Tokens by model" bars={usageBars(u, (s) => s.inputTokens + s.outputTokens, formatTokens)} />
-                </section>
-              </div>
-            </>
-          );
-        }}
-      </View>
-      <h2>Last 7 days</h2>
-      <View res={week}>
-        {(u) =>
-          u.totals.calls === 0 ? (
-            <p class="muted">No calls in the last 7 days.</p>
-          ) : (
-            <>
-              <p class="muted">
-                {formatCost(u.totals.costMicros)} over {plural(u.totals.calls, "call")} ({u.since} – {u.until})
-              </p>
-              <div class="cols">
-                <section>
-                  <h3>Cost by day</h3>
-                  <Bars label="Cost by day" bars={usageBars(u, (s) => s.costMicros, formatCost).sort((a, b) => a.label.localeCompare(b.label))} />
-                </section>
-                <section>
-                  <h3>Calls by day</h3>
-                  <Bars label="Calls by day" bars={usageBars(u, (s) => s.calls, String).sort((a, b) => a.label.localeCompare(b.label))} />
-                </section>
-              </div>
-            </>
-          )
-        }
-      </View>
+      <Today split={split} />
+      <h2>Over time</h2>
+      <OverTime split={split} days={days} />
     </>
   );
 }

@@ -4,9 +4,12 @@ import { formatMs } from "../format";
 import {
   KINDS,
   PRESETS,
+  emptyModelForm,
   hasErrors,
+  modelFormOf,
   modelInput,
   presetForm,
+  providerFormOf,
   providerInput,
   validateModel,
   validateProvider,
@@ -14,7 +17,7 @@ import {
   type ProviderForm,
   type ProviderPreset,
 } from "../presets";
-import { Empty, ErrorNotice, Field, View, useAction, useLoad } from "../ui";
+import { ConfirmButton, Empty, ErrorNotice, Field, View, useAction, useLoad } from "../ui";
 
 function TestResult({ t }: { t: ConnectionTest }) {
   return (
@@ -25,10 +28,12 @@ function TestResult({ t }: { t: ConnectionTest }) {
   );
 }
 
+/** Write-only: the key goes in, and is never shown again (not even masked). */
 function KeyForm({ p, onDone }: { p: Provider; onDone: () => void }) {
   const [value, setValue] = useState("");
   const act = useAction();
   const id = `key-${p.name}`;
+  const has = !!p.key?.hasKey;
   const submit = async (e: Event) => {
     e.preventDefault();
     if (!value.trim()) return;
@@ -38,29 +43,90 @@ function KeyForm({ p, onDone }: { p: Provider; onDone: () => void }) {
   };
   return (
     <form class="inline" onSubmit={submit}>
-      <label for={id}>API key for {p.name}</label>
-      <input id={id} type="password" autoComplete="off" spellcheck={false} value={value} placeholder={p.key?.hasKey ? "replace the stored key" : "paste the key"} onInput={(e) => setValue(e.currentTarget.value)} />
+      <label for={id}>{has ? "New API key" : "API key"} for {p.name}</label>
+      <input id={id} type="password" autoComplete="off" spellcheck={false} value={value} placeholder={has ? "paste the replacement" : "paste the key"} onInput={(e) => setValue(e.currentTarget.value)} />
       <button type="submit" disabled={act.busy || !value.trim()}>
-        Save key
+        {has ? "Replace key" : "Save key"}
       </button>
-      {p.key?.hasKey && (
-        <button type="button" class="danger" disabled={act.busy} onClick={() => void act.run(() => api().deleteKey(p.name)).then((r) => r && onDone())}>
-          Remove key
-        </button>
-      )}
+      {has && <ConfirmButton label="Remove key" question={`Remove ${p.name}'s key from the keyring?`} disabled={act.busy} onConfirm={() => void act.run(() => api().deleteKey(p.name)).then((r) => r && onDone())} />}
       <small class="muted">Write-only: the key goes to the OS keyring and is never shown again.</small>
       {act.error && <ErrorNotice error={act.error} />}
     </form>
   );
 }
 
-function ProviderRow({ p, onChange }: { p: Provider; onChange: () => void }) {
+function ProviderFields({ form, setForm, show, prefix }: { form: ProviderForm; setForm: (f: ProviderForm) => void; show: Partial<Record<keyof ProviderForm, string>>; prefix: string }) {
+  const set = (k: keyof ProviderForm) => (e: Event) => setForm({ ...form, [k]: (e.currentTarget as HTMLInputElement).value });
+  const err = (k: keyof ProviderForm) => ({ "aria-invalid": !!show[k], "aria-describedby": show[k] ? `${prefix}-${k}-error` : undefined });
+  return (
+    <>
+      <Field label="Name" id={`${prefix}-name`} error={show.name}>
+        <input id={`${prefix}-name`} value={form.name} onInput={set("name")} {...err("name")} />
+      </Field>
+      <Field label="Kind" id={`${prefix}-kind`}>
+        <select id={`${prefix}-kind`} value={form.kind} onChange={set("kind")}>
+          {KINDS.map((k) => (
+            <option key={k}>{k}</option>
+          ))}
+        </select>
+      </Field>
+      <Field label="Base URL" id={`${prefix}-baseUrl`} error={show.baseUrl}>
+        <input id={`${prefix}-baseUrl`} type="url" value={form.baseUrl} onInput={set("baseUrl")} {...err("baseUrl")} />
+      </Field>
+      <Field label="Key" id={`${prefix}-keySource`} hint="Store the key itself with “Set key” (keyring) or export the variable.">
+        <select id={`${prefix}-keySource`} value={form.keySource} onChange={set("keySource")}>
+          <option value="keyring">OS keyring</option>
+          <option value="env">Environment variable</option>
+          <option value="none">No key (local server)</option>
+        </select>
+      </Field>
+      {form.keySource !== "none" && (
+        <Field label={form.keySource === "env" ? "Variable name" : "Keyring entry"} id={`${prefix}-keyName`} error={show.keyName}>
+          <input id={`${prefix}-keyName`} value={form.keyName} onInput={set("keyName")} {...err("keyName")} />
+        </Field>
+      )}
+    </>
+  );
+}
+
+function EditProvider({ p, existing, onDone, onCancel }: { p: Provider; existing: string[]; onDone: () => void; onCancel: () => void }) {
+  const [form, setForm] = useState<ProviderForm>(providerFormOf(p));
+  const [touched, setTouched] = useState(false);
+  const act = useAction();
+  const errors = validateProvider(form, existing.filter((n) => n !== p.name));
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setTouched(true);
+    if (hasErrors(errors)) return;
+    const r = await act.run(() => api().updateProvider(p.name, providerInput(form, undefined, p)));
+    if (r) onDone();
+  };
+  return (
+    <form class="panel" onSubmit={submit} noValidate aria-label={`Edit provider ${p.name}`}>
+      <h3>Edit {p.name}</h3>
+      <ProviderFields form={form} setForm={setForm} show={touched ? errors : {}} prefix={`pe-${p.name}`} />
+      {form.name.trim() !== p.name && p.modelCount > 0 && <p class="muted">Renaming moves its {p.modelCount} models to the new name.</p>}
+      <div class="actions">
+        <button type="submit" class="primary" disabled={act.busy}>
+          Save provider
+        </button>
+        <button type="button" onClick={onCancel}>
+          Cancel
+        </button>
+      </div>
+      {act.error && <ErrorNotice error={act.error} />}
+    </form>
+  );
+}
+
+function ProviderRow({ p, names, onChange }: { p: Provider; names: string[]; onChange: () => void }) {
   const act = useAction();
   const [test, setTest] = useState<ConnectionTest>();
-  const [keyOpen, setKeyOpen] = useState(false);
+  const [open, setOpen] = useState<"key" | "edit" | undefined>();
   const h = p.health;
+  const toggle = (what: "key" | "edit") => setOpen(open === what ? undefined : what);
   return (
-    <li class="card">
+    <li class="card" data-provider={p.name}>
       <div class="card-head">
         <div>
           <strong>{p.name}</strong> <span class="tag">{p.kind}</span> <code>{p.baseUrl}</code>
@@ -75,22 +141,25 @@ function ProviderRow({ p, onChange }: { p: Provider; onChange: () => void }) {
           <button type="button" disabled={act.busy || p.modelCount === 0} title={p.modelCount === 0 ? "Add a model first" : undefined} onClick={() => void act.run(() => api().testProvider(p.name)).then((t) => t && setTest(t))}>
             {act.busy ? "Testing…" : "Test"}
           </button>
-          {p.key && (
-            <button type="button" aria-expanded={keyOpen} onClick={() => setKeyOpen(!keyOpen)}>
-              Set key
+          <button type="button" aria-expanded={open === "edit"} onClick={() => toggle("edit")}>
+            Edit
+          </button>
+          {p.key?.source !== "env" && (
+            <button type="button" aria-expanded={open === "key"} onClick={() => toggle("key")}>
+              {p.key?.hasKey ? "Replace key" : "Set key"}
             </button>
           )}
-          <button
-            type="button"
-            class="danger"
+          <ConfirmButton
+            label="Delete"
+            question={p.modelCount > 0 ? `Delete ${p.name}? Its ${p.modelCount} models must go first.` : `Delete provider ${p.name}?`}
+            confirmLabel="Delete provider"
             disabled={act.busy}
-            onClick={() => confirm(`Delete provider ${p.name}?`) && void act.run(() => api().deleteProvider(p.name)).then(onChange)}
-          >
-            Delete
-          </button>
+            onConfirm={() => void act.run(() => api().deleteProvider(p.name)).then(onChange)}
+          />
         </div>
       </div>
-      {keyOpen && <KeyForm p={p} onDone={() => { setKeyOpen(false); onChange(); }} />}
+      {open === "key" && <KeyForm p={p} onDone={() => { setOpen(undefined); onChange(); }} />}
+      {open === "edit" && <EditProvider p={p} existing={names} onCancel={() => setOpen(undefined)} onDone={() => { setOpen(undefined); onChange(); }} />}
       {test && <TestResult t={test} />}
       {act.error && <ErrorNotice error={act.error} />}
     </li>
@@ -103,8 +172,6 @@ function AddProvider({ existing, onDone }: { existing: string[]; onDone: () => v
   const [touched, setTouched] = useState(false);
   const act = useAction();
   const errors = validateProvider(form, existing);
-  const show = touched ? errors : {};
-  const set = (k: keyof ProviderForm) => (e: Event) => setForm({ ...form, [k]: (e.currentTarget as HTMLInputElement).value });
   const choose = (id: string) => {
     const p = PRESETS.find((x) => x.id === id);
     setPreset(p);
@@ -118,7 +185,7 @@ function AddProvider({ existing, onDone }: { existing: string[]; onDone: () => v
     if (r) onDone();
   };
   return (
-    <form class="panel" onSubmit={submit} noValidate>
+    <form class="panel" onSubmit={submit} noValidate aria-label="Add a provider">
       <h3>Add a provider</h3>
       <Field label="Preset" id="p-preset" hint={preset?.example ? `e.g. model ${preset.example}` : undefined}>
         <select id="p-preset" value={preset?.id ?? "custom"} onChange={(e) => choose(e.currentTarget.value)}>
@@ -130,31 +197,7 @@ function AddProvider({ existing, onDone }: { existing: string[]; onDone: () => v
           <option value="custom">Custom</option>
         </select>
       </Field>
-      <Field label="Name" id="p-name" error={show.name}>
-        <input id="p-name" value={form.name} onInput={set("name")} aria-invalid={!!show.name} aria-describedby={show.name ? "p-name-error" : undefined} />
-      </Field>
-      <Field label="Kind" id="p-kind">
-        <select id="p-kind" value={form.kind} onChange={set("kind")}>
-          {KINDS.map((k) => (
-            <option key={k}>{k}</option>
-          ))}
-        </select>
-      </Field>
-      <Field label="Base URL" id="p-url" error={show.baseUrl}>
-        <input id="p-url" type="url" value={form.baseUrl} onInput={set("baseUrl")} aria-invalid={!!show.baseUrl} aria-describedby={show.baseUrl ? "p-url-error" : undefined} />
-      </Field>
-      <Field label="Key" id="p-keysource" hint="Set the key itself afterwards with “Set key” (keyring) or in the environment.">
-        <select id="p-keysource" value={form.keySource} onChange={set("keySource")}>
-          <option value="keyring">OS keyring</option>
-          <option value="env">Environment variable</option>
-          <option value="none">No key (local server)</option>
-        </select>
-      </Field>
-      {form.keySource !== "none" && (
-        <Field label={form.keySource === "env" ? "Variable name" : "Keyring entry"} id="p-keyname" error={show.keyName}>
-          <input id="p-keyname" value={form.keyName} onInput={set("keyName")} aria-invalid={!!show.keyName} aria-describedby={show.keyName ? "p-keyname-error" : undefined} />
-        </Field>
-      )}
+      <ProviderFields form={form} setForm={setForm} show={touched ? errors : {}} prefix="p" />
       <div class="actions">
         <button type="submit" class="primary" disabled={act.busy}>
           Add provider
@@ -165,36 +208,23 @@ function AddProvider({ existing, onDone }: { existing: string[]; onDone: () => v
   );
 }
 
-function AddModel({ providers, existing, onDone }: { providers: string[]; existing: string[]; onDone: () => void }) {
-  const empty: ModelForm = { name: "", provider: providers[0] ?? "", upstream: "", aliases: "", contextWindow: "", maxOutputTokens: "" };
-  const [form, setForm] = useState<ModelForm>(empty);
-  const [touched, setTouched] = useState(false);
-  const act = useAction();
-  const errors = validateModel(form, providers, existing);
-  const show = touched ? errors : {};
+function ModelFields({ form, setForm, show, providers, prefix }: { form: ModelForm; setForm: (f: ModelForm) => void; show: Partial<Record<keyof ModelForm, string>>; providers: string[]; prefix: string }) {
   const set = (k: keyof ModelForm) => (e: Event) => setForm({ ...form, [k]: (e.currentTarget as HTMLInputElement).value });
-  const submit = async (e: Event) => {
-    e.preventDefault();
-    setTouched(true);
-    if (hasErrors(errors)) return;
-    const r = await act.run(() => api().createModel(modelInput(form)));
-    if (r) {
-      setForm(empty);
-      setTouched(false);
-      onDone();
-    }
-  };
-  const text = (k: keyof ModelForm, label: string, hint?: string, inputMode?: "numeric") => (
-    <Field label={label} id={`m-${k}`} error={show[k]} hint={hint}>
-      <input id={`m-${k}`} value={form[k]} inputMode={inputMode} onInput={set(k)} aria-invalid={!!show[k]} aria-describedby={show[k] ? `m-${k}-error` : undefined} />
+  const text = (k: "name" | "upstream" | "aliases" | "contextWindow" | "maxOutputTokens", label: string, hint?: string, inputMode?: "numeric") => (
+    <Field label={label} id={`${prefix}-${k}`} error={show[k]} hint={hint}>
+      <input id={`${prefix}-${k}`} value={form[k]} inputMode={inputMode} onInput={set(k)} aria-invalid={!!show[k]} aria-describedby={show[k] ? `${prefix}-${k}-error` : undefined} />
     </Field>
   );
+  const check = (k: "tools" | "vision" | "thinking", label: string) => (
+    <label class="check">
+      <input type="checkbox" checked={form[k]} onChange={(e) => setForm({ ...form, [k]: e.currentTarget.checked })} /> {label}
+    </label>
+  );
   return (
-    <form class="panel" onSubmit={submit} noValidate>
-      <h3>Add a model</h3>
+    <>
       {text("name", "Name", "What clients ask for, e.g. sonnet.")}
-      <Field label="Provider" id="m-provider" error={show.provider}>
-        <select id="m-provider" value={form.provider} onChange={set("provider")}>
+      <Field label="Provider" id={`${prefix}-provider`} error={show.provider}>
+        <select id={`${prefix}-provider`} value={form.provider} onChange={set("provider")}>
           {providers.map((p) => (
             <option key={p}>{p}</option>
           ))}
@@ -204,6 +234,43 @@ function AddModel({ providers, existing, onDone }: { providers: string[]; existi
       {text("aliases", "Aliases", "Comma-separated, optional.")}
       {text("contextWindow", "Context window (tokens)", "Optional.", "numeric")}
       {text("maxOutputTokens", "Max output tokens", "Optional.", "numeric")}
+      <fieldset>
+        <legend>Capabilities</legend>
+        {check("tools", "Tools (function calling)")}
+        {check("vision", "Images")}
+        {check("thinking", "Thinking / reasoning")}
+        <Field label="Tool calls" id={`${prefix}-toolsMode`} hint="Emulated: Keyhaven describes tools in the prompt for models without native tools.">
+          <select id={`${prefix}-toolsMode`} value={form.toolsMode} onChange={set("toolsMode")}>
+            <option value="native">native</option>
+            <option value="emulated">emulated</option>
+            <option value="auto">auto</option>
+          </select>
+        </Field>
+      </fieldset>
+    </>
+  );
+}
+
+function AddModel({ providers, existing, onDone }: { providers: string[]; existing: string[]; onDone: () => void }) {
+  const [form, setForm] = useState<ModelForm>(emptyModelForm(providers[0]));
+  const [touched, setTouched] = useState(false);
+  const act = useAction();
+  const errors = validateModel(form, providers, existing);
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setTouched(true);
+    if (hasErrors(errors)) return;
+    const r = await act.run(() => api().createModel(modelInput(form)));
+    if (r) {
+      setForm(emptyModelForm(providers[0]));
+      setTouched(false);
+      onDone();
+    }
+  };
+  return (
+    <form class="panel" onSubmit={submit} noValidate aria-label="Add a model">
+      <h3>Add a model</h3>
+      <ModelFields form={form} setForm={setForm} show={touched ? errors : {}} providers={providers} prefix="m" />
       <div class="actions">
         <button type="submit" class="primary" disabled={act.busy || providers.length === 0}>
           Add model
@@ -214,35 +281,78 @@ function AddModel({ providers, existing, onDone }: { providers: string[]; existi
   );
 }
 
-function ModelRow({ m, onChange }: { m: Model; onChange: () => void }) {
+function EditModel({ m, providers, existing, onDone, onCancel }: { m: Model; providers: string[]; existing: string[]; onDone: () => void; onCancel: () => void }) {
+  const [form, setForm] = useState<ModelForm>(modelFormOf(m));
+  const [touched, setTouched] = useState(false);
+  const act = useAction();
+  const errors = validateModel(form, providers, existing.filter((n) => n !== m.name));
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    setTouched(true);
+    if (hasErrors(errors)) return;
+    const r = await act.run(() => api().updateModel(m.name, modelInput(form, m)));
+    if (r) onDone();
+  };
+  return (
+    <form onSubmit={submit} noValidate aria-label={`Edit model ${m.name}`}>
+      <h3>Edit {m.name}</h3>
+      <ModelFields form={form} setForm={setForm} show={touched ? errors : {}} providers={providers} prefix={`me-${m.name}`} />
+      <div class="actions">
+        <button type="submit" class="primary" disabled={act.busy}>
+          Save model
+        </button>
+        <button type="button" onClick={onCancel}>
+          Cancel
+        </button>
+      </div>
+      {act.error && <ErrorNotice error={act.error} />}
+    </form>
+  );
+}
+
+function ModelRow({ m, providers, names, onChange }: { m: Model; providers: string[]; names: string[]; onChange: () => void }) {
   const act = useAction();
   const [test, setTest] = useState<ConnectionTest>();
+  const [editing, setEditing] = useState(false);
   const caps = [m.capabilities.tools && "tools", m.capabilities.vision && "vision", m.capabilities.thinking && "thinking"].filter(Boolean).join(", ");
   return (
-    <tr>
-      <td>
-        <strong>{m.name}</strong>
-        {m.aliases.length > 0 && <div class="muted">also {m.aliases.join(", ")}</div>}
-        {test && <TestResult t={test} />}
-        {act.error && <ErrorNotice error={act.error} />}
-      </td>
-      <td>{m.provider}</td>
-      <td>
-        <code>{m.upstream}</code>
-      </td>
-      <td>{caps || "—"}</td>
-      <td>{m.priced ? "yes" : <span class="warn-text">no price</span>}</td>
-      <td>
-        <div class="actions">
-        <button type="button" disabled={act.busy} onClick={() => void act.run(() => api().testModel(m.name)).then((t) => t && setTest(t))}>
-          {act.busy ? "Testing…" : "Test"}
-        </button>
-        <button type="button" class="danger" disabled={act.busy} onClick={() => confirm(`Delete model ${m.name}?`) && void act.run(() => api().deleteModel(m.name)).then(onChange)}>
-          Delete
-        </button>
-        </div>
-      </td>
-    </tr>
+    <>
+      <tr data-model={m.name}>
+        <td>
+          <strong>{m.name}</strong>
+          {m.aliases.length > 0 && <div class="muted">also {m.aliases.join(", ")}</div>}
+          {test && <TestResult t={test} />}
+          {act.error && <ErrorNotice error={act.error} />}
+        </td>
+        <td>{m.provider}</td>
+        <td>
+          <code>{m.upstream}</code>
+        </td>
+        <td>
+          {caps || "—"}
+          {m.tools !== "native" && <div class="muted">tools {m.tools}</div>}
+        </td>
+        <td>{m.priced ? "yes" : <span class="warn-text">no price</span>}</td>
+        <td>
+          <div class="actions">
+            <button type="button" disabled={act.busy} onClick={() => void act.run(() => api().testModel(m.name)).then((t) => t && setTest(t))}>
+              {act.busy ? "Testing…" : "Test"}
+            </button>
+            <button type="button" aria-expanded={editing} onClick={() => setEditing(!editing)}>
+              Edit
+            </button>
+            <ConfirmButton label="Delete" question={`Delete model ${m.name}?`} confirmLabel="Delete model" disabled={act.busy} onConfirm={() => void act.run(() => api().deleteModel(m.name)).then(onChange)} />
+          </div>
+        </td>
+      </tr>
+      {editing && (
+        <tr class="editing">
+          <td colSpan={6}>
+            <EditModel m={m} providers={providers} existing={names} onCancel={() => setEditing(false)} onDone={() => { setEditing(false); onChange(); }} />
+          </td>
+        </tr>
+      )}
+    </>
   );
 }
 
@@ -255,6 +365,7 @@ export function Providers(_: { args: string[] }) {
     models.reload();
   };
   const names = providers.data?.map((p) => p.name) ?? [];
+  const modelNames = models.data?.map((m) => m.name) ?? [];
   return (
     <>
       <div class="toolbar">
@@ -266,7 +377,7 @@ export function Providers(_: { args: string[] }) {
         </button>
       </div>
       {adding === "provider" && <AddProvider existing={names} onDone={() => { setAdding(undefined); reload(); }} />}
-      {adding === "model" && <AddModel providers={names} existing={models.data?.map((m) => m.name) ?? []} onDone={() => { setAdding(undefined); reload(); }} />}
+      {adding === "model" && <AddModel providers={names} existing={modelNames} onDone={() => { setAdding(undefined); reload(); }} />}
       <h2>Providers</h2>
       <View res={providers}>
         {(ps) =>
@@ -277,7 +388,7 @@ export function Providers(_: { args: string[] }) {
           ) : (
             <ul class="cards">
               {ps.map((p) => (
-                <ProviderRow key={p.name} p={p} onChange={reload} />
+                <ProviderRow key={p.name} p={p} names={names} onChange={reload} />
               ))}
             </ul>
           )
@@ -306,7 +417,7 @@ export function Providers(_: { args: string[] }) {
               </thead>
               <tbody>
                 {ms.map((m) => (
-                  <ModelRow key={m.id} m={m} onChange={reload} />
+                  <ModelRow key={m.name} m={m} providers={names} names={modelNames} onChange={reload} />
                 ))}
               </tbody>
             </table>
