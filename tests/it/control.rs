@@ -27,8 +27,8 @@ const CONTROL_CANARY: &str = "sk-control-canary-fedcba9876543210";
 
 /// A stand-in for macOS `security` on the login keychain: keeps the SHA-1 of what was added.
 #[derive(Default)]
-struct FakeKeychain {
-    hashes: Mutex<BTreeSet<String>>,
+pub(crate) struct FakeKeychain {
+    pub(crate) hashes: Mutex<BTreeSet<String>>,
 }
 
 fn sha1_of_pem(path: &str) -> String {

@@ -17,3 +17,4 @@ mod responses;
 mod routing;
 mod setup;
 mod transcripts;
+mod ui_e2e;

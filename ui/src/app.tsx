@@ -1,4 +1,4 @@
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { Overview } from "./pages/overview";
 import { Providers } from "./pages/providers";
 import { RoutingPage } from "./pages/routing";
@@ -40,9 +40,13 @@ export function App() {
   const route = ROUTES.find((r) => r.path === page) ?? ROUTES[0];
   const View = route.view;
   const noToken = !tokenFromDocument();
+  const first = useRef(true);
   useEffect(() => {
     document.title = `${route.label} · Keyhaven`;
-    document.getElementById("main")?.focus();
+    // Move focus to the new page's content on navigation, not on the first load (there the
+    // first Tab should reach the skip link and the page list).
+    if (first.current) first.current = false;
+    else document.getElementById("main")?.focus();
   }, [route]);
   return (
     <div class="layout">

@@ -5,8 +5,8 @@ import { dailyColumns, dayRange, stackPoints } from "../charts";
 import { ColumnChart } from "../chart";
 import { Empty, Stat, View, useLoad } from "../ui";
 
-export function Bars({ bars, label }: { bars: Bar[]; label: string }) {
-  if (bars.length === 0) return <p class="muted">Nothing yet.</p>;
+export function Bars({ bars, label, none = "Nothing yet." }: { bars: Bar[]; label: string; none?: string }) {
+  if (bars.length === 0) return <p class="muted">{none}</p>;
   return (
     <table class="bars" aria-label={label}>
       <tbody>
@@ -98,7 +98,7 @@ function Today({ split }: { split: Split }) {
               </section>
               <section>
                 <h3>Errors by {split}</h3>
-                <Bars label={`Errors by ${split} today`} bars={usageBars(u, (s) => s.errors, String)} />
+                <Bars label={`Errors by ${split} today`} bars={usageBars(u, (s) => s.errors, String)} none="No errors today." />
               </section>
             </div>
           </>
@@ -162,7 +162,7 @@ function OverTime({ split, days }: { split: Split; days: number }) {
                       { key: "calls", of: (x) => x.calls },
                       { key: "errors", of: (x) => x.errors },
                     ])}
-                    format={(v) => String(Math.round(v))}
+                    format={(v) => (Number.isInteger(v) ? String(v) : v.toFixed(1))}
                   />
                 </section>
               </div>
