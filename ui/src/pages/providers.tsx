@@ -1,6 +1,6 @@
 import { useState } from "preact/hooks";
 import { api, type ConnectionTest, type Model, type Provider } from "../ipc";
-import { formatMs } from "../format";
+import { formatMs, plural } from "../format";
 import {
   KINDS,
   PRESETS,
@@ -131,7 +131,7 @@ function ProviderRow({ p, names, onChange }: { p: Provider; names: string[]; onC
         <div>
           <strong>{p.name}</strong> <span class="tag">{p.kind}</span> <code>{p.baseUrl}</code>
           <div class="muted">
-            {p.modelCount} models ·{" "}
+            {plural(p.modelCount, "model")} ·{" "}
             {p.key === null ? "no key" : p.key.hasKey ? `key in ${p.key.source} (${p.key.name})` : <span class="warn-text">key missing ({p.key.source} {p.key.name})</span>}
             {h && (h.coolingDown ? <span class="warn-text"> · cooling down ({formatMs(h.cooldownRemainingMs)})</span> : ` · ${h.totalSuccesses} ok / ${h.totalFailures} failed`)}
           </div>
