@@ -104,6 +104,21 @@ impl ControlError {
         }
     }
 
+    /// The user's files or the setup state are in a shape that prevents the change (nothing to
+    /// undo, read-only, edited meanwhile, unparsable): something the user can act on, not a fault.
+    pub fn is_user_state(&self) -> bool {
+        matches!(
+            self,
+            ControlError::Setup(
+                SetupError::NotRouted { .. }
+                    | SetupError::ReadOnly { .. }
+                    | SetupError::ConcurrentEdit { .. }
+                    | SetupError::Parse { .. }
+                    | SetupError::Shape { .. },
+            )
+        )
+    }
+
     pub fn body(&self) -> ErrorBody {
         ErrorBody { kind: self.kind().to_owned(), message: self.to_string() }
     }

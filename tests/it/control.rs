@@ -648,7 +648,7 @@ async fn client_previews_change_nothing_and_show_the_exact_change() {
     assert_eq!(status, 200);
     assert_eq!(std::fs::read_to_string(&settings).expect("settings"), original, "restored byte for byte");
     let (status, err) = api(&engine, reqwest::Method::POST, "/api/clients/claudeCode/undo/preview", None).await;
-    assert_eq!((status, err["kind"].as_str()), (500, Some("setup")), "nothing to undo: {err}");
+    assert_eq!((status, err["kind"].as_str()), (409, Some("setup")), "nothing to undo: {err}");
     let (status, _) = api(&engine, reqwest::Method::POST, "/api/clients/nope/route/preview", None).await;
     assert_eq!(status, 404);
 

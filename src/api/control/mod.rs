@@ -81,6 +81,7 @@ impl IntoResponse for CtlError {
             ControlError::Invalid(_) => StatusCode::BAD_REQUEST,
             ControlError::Conflict(_) => StatusCode::CONFLICT,
             ControlError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ref e if e.is_user_state() => StatusCode::CONFLICT,
             ControlError::Secret(_)
             | ControlError::Store(_)
             | ControlError::Io(_)
