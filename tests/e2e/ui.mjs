@@ -115,6 +115,8 @@ await run(async (keep) => {
   await row.getByText("also e2e-alias").waitFor();
   await row.getByRole("button", { name: "Test" }).click();
   await row.locator(".notice.ok", { hasText: "Works" }).waitFor();
+  // The provider's health reflects the test without a page reload.
+  await card.getByText("1 ok / 0 failed").waitFor();
   await shot("providers-filled");
 
   step("send /v1/chat/completions and /v1/messages from Node");

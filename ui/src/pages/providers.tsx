@@ -138,7 +138,7 @@ function ProviderRow({ p, names, onChange }: { p: Provider; names: string[]; onC
           {h?.lastError && <div class="muted">Last error: {h.lastError}</div>}
         </div>
         <div class="actions">
-          <button type="button" disabled={act.busy || p.modelCount === 0} title={p.modelCount === 0 ? "Add a model first" : undefined} onClick={() => void act.run(() => api().testProvider(p.name)).then((t) => t && setTest(t))}>
+          <button type="button" disabled={act.busy || p.modelCount === 0} title={p.modelCount === 0 ? "Add a model first" : undefined} onClick={() => void act.run(() => api().testProvider(p.name)).then((t) => { if (t) { setTest(t); onChange(); } })}>
             {act.busy ? "Testing…" : "Test"}
           </button>
           <button type="button" aria-expanded={open === "edit"} onClick={() => toggle("edit")}>
@@ -335,7 +335,7 @@ function ModelRow({ m, providers, names, onChange }: { m: Model; providers: stri
         <td>{m.priced ? "yes" : <span class="warn-text">no price</span>}</td>
         <td>
           <div class="actions">
-            <button type="button" disabled={act.busy} onClick={() => void act.run(() => api().testModel(m.name)).then((t) => t && setTest(t))}>
+            <button type="button" disabled={act.busy} onClick={() => void act.run(() => api().testModel(m.name)).then((t) => { if (t) { setTest(t); onChange(); } })}>
               {act.busy ? "Testing…" : "Test"}
             </button>
             <button type="button" aria-expanded={editing} onClick={() => setEditing(!editing)}>
