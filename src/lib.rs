@@ -9,6 +9,7 @@ pub mod dialect;
 pub mod model;
 pub mod pricing;
 pub mod provider;
+pub mod run;
 pub mod proxy;
 pub mod secrets;
 pub mod setup;
