@@ -9,11 +9,17 @@ mod count_tokens;
 mod cursor_sim;
 mod durability;
 mod emulation;
+mod error_lifecycle;
 mod faults;
+mod interrupt;
 mod layering;
 mod lingma;
+mod prefix_stability;
 mod proxy;
 mod responses;
 mod routing;
 mod setup;
+mod tool_faults;
+mod tool_round;
 mod transcripts;
+
