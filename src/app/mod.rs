@@ -334,7 +334,8 @@ async fn start_proxy(
         max_steps: config.file.agent.max_steps.max(1),
         exec_timeout: Duration::from_millis(config.file.agent.exec_timeout.max(1)),
     };
-    let backend = Backend::new(gateway, Some(store), spawner.clone(), BackendOptions { agent, ..BackendOptions::default() });
+    let backend =
+        Backend::new(gateway, Some(store), spawner.clone(), BackendOptions { agent, ..BackendOptions::default() });
     let service = api::cursor::router(api::cursor::CursorState::new(backend, upstream.clone(), spawner.clone()));
     let deps = ProxyDeps {
         ca: Arc::new(ca),

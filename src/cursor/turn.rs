@@ -168,7 +168,8 @@ impl Backend {
             let detail = format!("`{selection}` is not one of the models configured in Keyhaven");
             return Terminal::error(Code::NotFound, CursorError::BadModelName, "Unknown model", &detail, false);
         };
-        let deps = AgentDeps { gateway: &self.gateway, conversations: &self.conversations, options: self.options.agent };
+        let deps =
+            AgentDeps { gateway: &self.gateway, conversations: &self.conversations, options: self.options.agent };
         match agent_turn::run_turn(deps, t, run, model_name).await {
             TurnEnd::Ended(usage) => Terminal::Ended(usage),
             TurnEnd::Shutdown => Terminal::shutdown(),

@@ -78,10 +78,7 @@ pub fn command_channel<'a>(run_id: &str, known: impl IntoIterator<Item = &'a str
     let (tx, rx) = mpsc::unbounded_channel();
     let phase = Arc::new(AtomicU8::new(RUNNING));
     let ids = Arc::new(Mutex::new(known.into_iter().map(str::to_owned).collect::<HashSet<_>>()));
-    (
-        RunHandle { run_id: run_id.to_owned(), tx, phase: phase.clone(), ids: ids.clone() },
-        RunInbox { rx, phase, ids },
-    )
+    (RunHandle { run_id: run_id.to_owned(), tx, phase: phase.clone(), ids: ids.clone() }, RunInbox { rx, phase, ids })
 }
 
 impl RunHandle {

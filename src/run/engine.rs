@@ -12,8 +12,8 @@ use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::model::{
-    self, Accumulator, Entry, ErrorInfo, ErrorKind, Message, Part, Role, RunFinish, RunStatus, StreamEvent,
-    ToolDef, ToolRoundRecord, Usage,
+    self, Accumulator, Entry, ErrorInfo, ErrorKind, Message, Part, Role, RunFinish, RunStatus, StreamEvent, ToolDef,
+    ToolRoundRecord, Usage,
 };
 use crate::run::command::{ENDED, FINALIZING, RunCommand, RunInbox};
 use crate::run::compaction::{CompactionContext, Compactor};
@@ -334,7 +334,9 @@ impl Engine<'_, '_> {
             .content
             .iter()
             .filter_map(|p| match p {
-                Part::ToolUse { id, name, input } => Some(ToolCall { id: id.clone(), name: name.clone(), input: input.clone() }),
+                Part::ToolUse { id, name, input } => {
+                    Some(ToolCall { id: id.clone(), name: name.clone(), input: input.clone() })
+                }
                 _ => None,
             })
             .collect();
@@ -346,7 +348,11 @@ impl Engine<'_, '_> {
         if !calls.is_empty() {
             return State::ToolRound(calls);
         }
-        if self.pending.is_empty() { State::Finalizing(Ending::Completed { step_limit: false }) } else { State::ModelCycle }
+        if self.pending.is_empty() {
+            State::Finalizing(Ending::Completed { step_limit: false })
+        } else {
+            State::ModelCycle
+        }
     }
 
     fn add_usage(&mut self, acc: &Accumulator) {

@@ -39,8 +39,7 @@ pub use engine::{CancelReason, RunOutcome, RunPorts, RunSpec, run};
 pub use journal::Journal;
 pub use messages::Transcript;
 pub use port::{
-    EventStream, GatewayModel, ModelCall, ModelPort, RunEvent, RunObserver, ToolCall, ToolContext, ToolHost,
-    ToolOutput,
+    EventStream, GatewayModel, ModelCall, ModelPort, RunEvent, RunObserver, ToolCall, ToolContext, ToolHost, ToolOutput,
 };
 
 #[cfg(test)]

@@ -48,8 +48,9 @@ impl ModelPort for GatewayModel {
                 cancel: call.cancel,
             };
             match self.gateway.call(request, ctx).await {
-                Ok(stream) => Ok(futures::stream::unfold(stream, |mut s| async move { s.next().await.map(|e| (e, s)) })
-                    .boxed()),
+                Ok(stream) => {
+                    Ok(futures::stream::unfold(stream, |mut s| async move { s.next().await.map(|e| (e, s)) }).boxed())
+                }
                 Err(f) => Err(f.error.info()),
             }
         })
@@ -115,20 +116,41 @@ pub trait ToolHost: Send + Sync {
 #[derive(Debug, Clone, Copy)]
 pub enum RunEvent<'a> {
     /// A model cycle begins (steps count from 1).
-    StepStarted { step: u32 },
+    StepStarted {
+        step: u32,
+    },
     ThinkingDelta(&'a str),
     TextDelta(&'a str),
     /// The model began a tool call; its arguments stream next.
-    ToolCallBegin { step: u32, id: &'a str, name: &'a str },
-    ToolCallArgs { id: &'a str, delta: &'a str },
+    ToolCallBegin {
+        step: u32,
+        id: &'a str,
+        name: &'a str,
+    },
+    ToolCallArgs {
+        id: &'a str,
+        delta: &'a str,
+    },
     /// Usage of the current model call so far (totals, not increments).
     Usage(&'a Usage),
     /// The model cycle ended (the assistant message is committed).
-    StepCompleted { step: u32, tool_calls: usize },
-    ToolRoundStarted { step: u32, calls: usize },
-    ToolRoundFinished { step: u32, failed: u32 },
+    StepCompleted {
+        step: u32,
+        tool_calls: usize,
+    },
+    ToolRoundStarted {
+        step: u32,
+        calls: usize,
+    },
+    ToolRoundFinished {
+        step: u32,
+        failed: u32,
+    },
     /// A compactor replaced the transcript.
-    Compacted { before: usize, after: usize },
+    Compacted {
+        before: usize,
+        after: usize,
+    },
 }
 
 pub trait RunObserver: Send + Sync {

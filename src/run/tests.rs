@@ -11,9 +11,7 @@ use futures::future::BoxFuture;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::model::{
-    self, Entry, ErrorInfo, ErrorKind, Message, Part, Role, RunStatus, StopReason, StreamEvent, Usage,
-};
+use crate::model::{self, Entry, ErrorInfo, ErrorKind, Message, Part, Role, RunStatus, StopReason, StreamEvent, Usage};
 use crate::run::{
     CancelReason, CommandResult, EventStream, Journal, ModelCall, ModelPort, NoCompaction, RunCommand, RunEvent,
     RunObserver, RunOutcome, RunPorts, RunSpec, ToolCall, ToolContext, ToolHost, ToolOutput, Transcript,
@@ -418,10 +416,7 @@ async fn shutdown_is_checked_before_anything_else() {
 
 #[tokio::test]
 async fn insertions_wait_for_the_step_and_then_get_their_own_model_cycle() {
-    let model = Script::new(vec![
-        Reply::Hang(vec![StreamEvent::TextDelta { text: "one".into() }]),
-        text_reply("two"),
-    ]);
+    let model = Script::new(vec![Reply::Hang(vec![StreamEvent::TextDelta { text: "one".into() }]), text_reply("two")]);
     // The first reply hangs; break it with a message, then insert one during the second cycle.
     let mut t = Transcript::new();
     let out = run_controlled(&model, &echo_tools(), &mut t, |h, _| {
@@ -429,9 +424,18 @@ async fn insertions_wait_for_the_step_and_then_get_their_own_model_cycle() {
             for _ in 0..50 {
                 tokio::task::yield_now().await;
             }
-            assert_eq!(h.send(Some("r1"), RunCommand::BreakMessages(vec![user("u2", "actually")])), CommandResult::Applied);
-            assert_eq!(h.send(Some("r1"), RunCommand::BreakMessages(vec![user("u2", "actually")])), CommandResult::Duplicate);
-            assert_eq!(h.send(Some("r0"), RunCommand::InsertMessages(vec![user("u3", "x")])), CommandResult::StaleTarget);
+            assert_eq!(
+                h.send(Some("r1"), RunCommand::BreakMessages(vec![user("u2", "actually")])),
+                CommandResult::Applied
+            );
+            assert_eq!(
+                h.send(Some("r1"), RunCommand::BreakMessages(vec![user("u2", "actually")])),
+                CommandResult::Duplicate
+            );
+            assert_eq!(
+                h.send(Some("r0"), RunCommand::InsertMessages(vec![user("u3", "x")])),
+                CommandResult::StaleTarget
+            );
         })
     })
     .await;
@@ -509,8 +513,13 @@ async fn the_step_limit_ends_a_looping_run() {
     let mut t = Transcript::new();
     let observer = Events::default();
     let journal = Journal::none();
-    let ports =
-        RunPorts { model: &model, tools: &echo_tools(), observer: &observer, compactor: &NoCompaction, journal: &journal };
+    let ports = RunPorts {
+        model: &model,
+        tools: &echo_tools(),
+        observer: &observer,
+        compactor: &NoCompaction,
+        journal: &journal,
+    };
     let (_h, inbox) = command_channel("r1", []);
     let spec = RunSpec { max_steps: 3, ..spec("r1") };
     let out = run(&spec, &mut t, vec![user("u1", "loop")], ports, inbox, &CancellationToken::new()).await;
@@ -521,7 +530,8 @@ async fn the_step_limit_ends_a_looping_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_journal_persists_runs_messages_and_tool_rounds_once() {
     let store = Arc::new(Store::open_in_memory(StoreOptions::default()).expect("store"));
-    let model = Script::new(vec![tool_reply(&[("c1", "echo", json!({"a": 1}))]), text_reply("done"), text_reply("again")]);
+    let model =
+        Script::new(vec![tool_reply(&[("c1", "echo", json!({"a": 1}))]), text_reply("done"), text_reply("again")]);
     let mut t = Transcript::new();
     for run_id in ["r1", "r2"] {
         let journal = Journal::new(Some(store.clone()), "conv", run_id);
@@ -556,10 +566,10 @@ async fn the_journal_persists_runs_messages_and_tool_rounds_once() {
     );
     assert_eq!(stored.iter().map(|m| m.entry.clone()).collect::<Vec<_>>(), t.entries());
     let runs = store.conversation_runs("conv").await.expect("runs");
-    assert_eq!(runs.iter().map(|r| (r.id.as_str(), r.status, r.steps)).collect::<Vec<_>>(), vec![
-        ("r1", RunStatus::Completed, 2),
-        ("r2", RunStatus::Completed, 1)
-    ]);
+    assert_eq!(
+        runs.iter().map(|r| (r.id.as_str(), r.status, r.steps)).collect::<Vec<_>>(),
+        vec![("r1", RunStatus::Completed, 2), ("r2", RunStatus::Completed, 1)]
+    );
     assert_eq!(runs[0].usage.input_tokens, 30);
     let rounds = store.tool_rounds("r1").await.expect("rounds");
     assert_eq!(rounds.len(), 1);

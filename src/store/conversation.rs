@@ -10,9 +10,7 @@
 
 use rusqlite::{Connection, OptionalExtension, named_params};
 
-use crate::model::{
-    Entry, Message, RunFinish, RunRecord, RunStart, RunStatus, StoredMessage, ToolRoundRecord, Usage,
-};
+use crate::model::{Entry, Message, RunFinish, RunRecord, RunStart, RunStatus, StoredMessage, ToolRoundRecord, Usage};
 use crate::store::StoreError;
 use crate::store::writer::to_i64;
 
@@ -99,28 +97,37 @@ pub(crate) fn apply(conn: &Connection, op: &ConversationOp, epoch: i64) -> rusql
                     "INSERT INTO tool_rounds (run_id, step, started_ms, finished_ms, calls, failed, status) \
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING",
                 )?
-                .execute(rusqlite::params![r.run_id, r.step, r.started_ms, r.finished_ms, r.calls, r.failed, r.status])?;
+                .execute(rusqlite::params![
+                    r.run_id,
+                    r.step,
+                    r.started_ms,
+                    r.finished_ms,
+                    r.calls,
+                    r.failed,
+                    r.status
+                ])?;
             Ok(changed(n))
         }
         ConversationOp::FinishRun(f) => {
-            let n = conn.prepare_cached(
-                "UPDATE runs SET status = :status, finished_ms = :finished_ms, steps = :steps, \
+            let n = conn
+                .prepare_cached(
+                    "UPDATE runs SET status = :status, finished_ms = :finished_ms, steps = :steps, \
                  input_tokens = :input, output_tokens = :output, cache_read_tokens = :cache_read, \
                  cache_write_tokens = :cache_write, error_kind = :error_kind, error_message = :error_message \
                  WHERE id = :id AND status = 'running'",
-            )?
-            .execute(named_params! {
-                ":id": f.id,
-                ":status": f.status.as_str(),
-                ":finished_ms": f.finished_ms,
-                ":steps": f.steps,
-                ":input": to_i64(f.usage.input_tokens),
-                ":output": to_i64(f.usage.output_tokens),
-                ":cache_read": to_i64(f.usage.cache_read_tokens),
-                ":cache_write": to_i64(f.usage.cache_write_tokens),
-                ":error_kind": f.error.as_ref().map(|e| e.kind.as_str()),
-                ":error_message": f.error.as_ref().map(|e| e.message.as_str()),
-            })?;
+                )?
+                .execute(named_params! {
+                    ":id": f.id,
+                    ":status": f.status.as_str(),
+                    ":finished_ms": f.finished_ms,
+                    ":steps": f.steps,
+                    ":input": to_i64(f.usage.input_tokens),
+                    ":output": to_i64(f.usage.output_tokens),
+                    ":cache_read": to_i64(f.usage.cache_read_tokens),
+                    ":cache_write": to_i64(f.usage.cache_write_tokens),
+                    ":error_kind": f.error.as_ref().map(|e| e.kind.as_str()),
+                    ":error_message": f.error.as_ref().map(|e| e.message.as_str()),
+                })?;
             Ok(changed(n))
         }
         ConversationOp::Checkpoint(c) => {
@@ -166,7 +173,13 @@ pub(crate) fn messages(conn: &Connection, conversation_id: &str) -> Result<Vec<S
         "SELECT seq, message_id, run_id, role, content FROM messages WHERE conversation_id = ?1 ORDER BY seq",
     )?;
     let rows = stmt.query_map([conversation_id], |r| {
-        Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, Option<String>>(2)?, r.get::<_, String>(3)?, r.get::<_, String>(4)?))
+        Ok((
+            r.get::<_, i64>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, Option<String>>(2)?,
+            r.get::<_, String>(3)?,
+            r.get::<_, String>(4)?,
+        ))
     })?;
     let mut out = Vec::new();
     for row in rows {
@@ -247,7 +260,10 @@ pub(crate) fn tool_rounds(conn: &Connection, run_id: &str) -> Result<Vec<ToolRou
 }
 
 /// The newest checkpoint of the conversation.
-pub(crate) fn latest_checkpoint(conn: &Connection, conversation_id: &str) -> Result<Option<CheckpointRecord>, StoreError> {
+pub(crate) fn latest_checkpoint(
+    conn: &Connection,
+    conversation_id: &str,
+) -> Result<Option<CheckpointRecord>, StoreError> {
     let row = conn
         .prepare_cached(
             "SELECT conversation_id, seq, run_id, version, created_ms, state FROM checkpoints \

@@ -16,7 +16,7 @@ async fn a_provider_failure_after_a_tool_round_is_one_error_terminal() {
     s.mock.push(Reply::sse(&oa_tools(&[("c-read", "read_file", json!({"path": "a.txt"}))])));
     s.mock.push(Reply::json(400, r#"{"error":{"message":"context too long","type":"invalid_request_error"}}"#));
     let seen = s.turn(&Turn::new("req-err", "conv-err", "read")).await;
-    let err = seen.end.expect("end").error.expect("an error end-stream");
+    let err = seen.end.clone().expect("end").error.expect("an error end-stream");
     assert_eq!(err.code, Code::InvalidArgument);
     assert!(err.message.contains("context too long"), "{err:?}");
     assert!(seen.turn_ended().is_none(), "an error turn has no turn_ended");
@@ -40,7 +40,13 @@ async fn unknown_tools_and_bad_arguments_are_errors_the_model_sees() {
     assert_eq!(seen.end, Some(Default::default()));
     let body = &s.mock.seen()[1].body;
     let tool = |id: &str| {
-        body["messages"].as_array().expect("messages").iter().find(|m| m["tool_call_id"] == id).expect("result").to_string()
+        body["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .find(|m| m["tool_call_id"] == id)
+            .expect("result")
+            .to_string()
     };
     assert!(tool("c-unknown").contains("no tool named"), "{}", tool("c-unknown"));
     assert!(tool("c-bad").contains("Invalid arguments for read_file"), "{}", tool("c-bad"));

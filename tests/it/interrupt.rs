@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::support::Reply;
-use crate::support::cursor_client::{self, Act, Turn, oa_text, oa_tools};
+use crate::support::cursor_client::{self, Act, Turn, oa_text, oa_text_unfinished, oa_tools};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_during_tools_aborts_the_execs_and_the_next_turn_sees_interrupted_results() {
@@ -18,19 +18,20 @@ async fn cancel_during_tools_aborts_the_execs_and_the_next_turn_sees_interrupted
         ("c-sh", "run_terminal_cmd", json!({"command": "sleep 100"})),
     ])));
     s.mock.push(Reply::sse(&oa_text("ok, stopped")));
-    // The client answers the read but never the shell command.
-    let policy: cursor_client::Policy = std::sync::Arc::new(|x: &keyhaven::cursor::protocol::agent::ExecServerMessage| {
-        if x.exec_id == "c-sh" { Act::Ignore } else { Act::Run }
-    });
+    // The client answers the read but never the shell command, and says when the shell exec came.
+    let shell_out = std::sync::Arc::new(tokio::sync::Notify::new());
+    let notify = shell_out.clone();
+    let policy: cursor_client::Policy =
+        std::sync::Arc::new(move |x: &keyhaven::cursor::protocol::agent::ExecServerMessage| {
+            if x.exec_id == "c-sh" {
+                notify.notify_one();
+                Act::Ignore
+            } else {
+                Act::Run
+            }
+        });
     let run = s.start_run(&Turn::new("req-int", "conv-int", "run it"), policy).await;
-    // Cancel once the shell exec is out (the read has been answered by then or not; both are fine).
-    for _ in 0..200 {
-        if s.te.handle.store.count_calls().await.expect("count") >= 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::time::timeout(cursor_client::TIMEOUT, shell_out.notified()).await.expect("the shell exec arrives");
     run.cancel().await;
     let seen = run.finish().await;
     assert_eq!(seen.end, Some(Default::default()), "a canceled turn still ends with turn_ended and {{}}");
@@ -62,7 +63,7 @@ async fn cancel_during_the_model_call_after_a_tool_round() {
     s.ws.write("a.txt", "x\n");
     s.mock.push(Reply::sse(&oa_tools(&[("c-read", "read_file", json!({"path": "a.txt"}))])));
     // The second model call streams a little, then hangs.
-    s.mock.push(Reply::sse(&oa_text("partial answer")).delay(Duration::from_millis(50)).hang());
+    s.mock.push(Reply::sse(&oa_text_unfinished("partial answer")).hang());
     let run = s.start_run(&Turn::new("req-mc", "conv-mc", "read"), cursor_client::run_everything()).await;
     for _ in 0..500 {
         if s.mock.seen().len() >= 2 {

@@ -22,4 +22,3 @@ mod setup;
 mod tool_faults;
 mod tool_round;
 mod transcripts;
-

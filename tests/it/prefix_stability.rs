@@ -35,8 +35,20 @@ async fn five_turns_send_an_append_only_transcript() {
     let roles: Vec<&str> = last.iter().map(|m| m["role"].as_str().expect("role")).collect();
     assert_eq!(
         roles,
-        vec!["system", "user", "assistant", "user", "assistant", "tool", "assistant", "user", "assistant", "user",
-             "assistant", "user"]
+        vec![
+            "system",
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "user"
+        ]
     );
     // The transcript is persisted in the same order.
     let stored = s.te.handle.store.conversation_messages("conv-prefix").await.expect("messages");
@@ -48,17 +60,20 @@ async fn five_turns_send_an_append_only_transcript() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_engine_continues_the_conversation_from_the_store() {
     let s = cursor_client::start("").await;
-    s.mock.push(Reply::sse(&oa_text("first")));
+    s.mock.push(Reply::sse(&oa_text("noted")));
+    s.mock.push(Reply::sse(&oa_text("it was 42")));
     let seen = s.turn(&Turn::new("req-r1", "conv-restart", "remember 42")).await;
     assert_eq!(seen.end, Some(Default::default()));
-    let before = s.mock.seen()[0].body["messages"].clone();
-    let mock = s.mock.clone();
-    let dir = s.te.stop().await;
-    // Same data directory, new process.
-    let config = crate::support::config_text(&mock.url(), "");
-    let te = crate::support::TestEngine::start_in(dir, &config).await;
-    let stored = te.handle.store.conversation_messages("conv-restart").await.expect("messages");
-    assert_eq!(stored.len(), 3, "system, user, assistant survive the restart");
-    let _ = before;
-    te.stop().await;
+    // A new process on the same data directory.
+    let s = s.restart().await;
+    let seen = s.turn(&Turn::new("req-r2", "conv-restart", "what was it?")).await;
+    assert_eq!(seen.end, Some(Default::default()));
+    let up = s.mock.seen();
+    let (first, second) =
+        (up[0].body["messages"].as_array().expect("m"), up[1].body["messages"].as_array().expect("m"));
+    assert_eq!(&second[..first.len()], &first[..], "the restarted engine sends the same prefix");
+    let roles: Vec<&str> = second.iter().map(|m| m["role"].as_str().expect("role")).collect();
+    assert_eq!(roles, vec!["system", "user", "assistant", "user"]);
+    assert_eq!(second[2]["content"], "noted");
+    s.te.stop().await;
 }

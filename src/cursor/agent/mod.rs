@@ -32,8 +32,8 @@ use crate::cursor::transport::{Output, Transport};
 use crate::model::{Entry, ErrorInfo, Message, Role, RunStatus};
 use crate::provider::Gateway;
 use crate::run::{
-    CancelReason, GatewayModel, Journal, NoCompaction, RunCommand, RunEvent, RunHandle, RunObserver, RunPorts,
-    RunSpec, command_channel,
+    CancelReason, GatewayModel, Journal, NoCompaction, RunCommand, RunEvent, RunHandle, RunObserver, RunPorts, RunSpec,
+    command_channel,
 };
 
 /// Limits of the agent loop (from `[agent]`).
@@ -101,7 +101,8 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         let system = prompt::system(run.custom_system_prompt.as_deref(), &env, workspace.as_deref(), &ctx.rules);
         initial.push(Entry::new(format!("system:{}", conversation.id), Message::text(Role::System, system)));
     }
-    let user_id = if user.message_id.is_empty() { format!("{run_id}:user") } else { format!("user:{}", user.message_id) };
+    let user_id =
+        if user.message_id.is_empty() { format!("{run_id}:user") } else { format!("user:{}", user.message_id) };
     initial.push(Entry::new(user_id, Message::text(Role::User, user.text)));
     let context_window = deps.gateway.catalog().resolve(&model_name).and_then(|r| r.model.context_window);
     let spec = RunSpec {
@@ -159,7 +160,9 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     match (outcome.status, outcome.canceled_by, outcome.error) {
         (RunStatus::Canceled, Some(CancelReason::Shutdown), _) => TurnEnd::Shutdown,
         (RunStatus::ProviderError, _, Some(e)) => TurnEnd::Provider(e),
-        (RunStatus::Failed, _, e) => TurnEnd::Internal(e.map_or_else(|| "the agent run failed".to_owned(), |e| e.message)),
+        (RunStatus::Failed, _, e) => {
+            TurnEnd::Internal(e.map_or_else(|| "the agent run failed".to_owned(), |e| e.message))
+        }
         _ => TurnEnd::Ended(usage),
     }
 }
@@ -231,7 +234,11 @@ impl Frames {
     /// `turn_ended` numbers when no call reported usage: the output estimate only.
     fn estimated_usage(&self) -> TurnUsage {
         let estimate = self.state.lock().map_or(0, |s| s.output_estimate);
-        if estimate > 0 { TurnUsage { output_tokens: Some(estimate), ..TurnUsage::default() } } else { TurnUsage::default() }
+        if estimate > 0 {
+            TurnUsage { output_tokens: Some(estimate), ..TurnUsage::default() }
+        } else {
+            TurnUsage::default()
+        }
     }
 }
 

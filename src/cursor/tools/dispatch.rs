@@ -156,8 +156,12 @@ impl ToolHost for CursorTools {
                 },
                 ToolKind::Edit => match args::<EditIn>(&call) {
                     Ok(a) => {
-                        self.write(c, &a.path, Change::Edit { old: a.old_string, new: a.new_string, all: a.replace_all })
-                            .await
+                        self.write(
+                            c,
+                            &a.path,
+                            Change::Edit { old: a.old_string, new: a.new_string, all: a.replace_all },
+                        )
+                        .await
                     }
                     Err(e) => e,
                 },
@@ -239,7 +243,8 @@ impl CursorTools {
         let path = self.resolve(&a.path);
         let offset = to_i32(a.offset);
         let limit = a.limit.map(|l| u32::try_from(l.max(0)).unwrap_or(u32::MAX));
-        let card_args = agent::ReadToolArgs { path: path.clone(), offset, limit: to_i32(a.limit), include_line_numbers: None };
+        let card_args =
+            agent::ReadToolArgs { path: path.clone(), offset, limit: to_i32(a.limit), include_line_numbers: None };
         let exec = self.exec.start(
             c.id,
             exec_server_message::Message::ReadArgs(agent::ReadArgs {
@@ -249,7 +254,10 @@ impl CursorTools {
                 limit,
             }),
         );
-        self.started(c, tool_call::Tool::ReadToolCall(agent::ReadToolCall { args: Some(card_args.clone()), result: None }));
+        self.started(
+            c,
+            tool_call::Tool::ReadToolCall(agent::ReadToolCall { args: Some(card_args.clone()), result: None }),
+        );
         let (result, out) = match exec.result().await {
             Ok(exec_client_message::Message::ReadResult(r)) => match r.result {
                 Some(read_result::Result::Success(s)) => {
@@ -291,7 +299,10 @@ impl CursorTools {
                 (read_error(&msg), ToolOutput::error(msg))
             }
         };
-        self.completed(c, tool_call::Tool::ReadToolCall(agent::ReadToolCall { args: Some(card_args), result: Some(result) }));
+        self.completed(
+            c,
+            tool_call::Tool::ReadToolCall(agent::ReadToolCall { args: Some(card_args), result: Some(result) }),
+        );
         out
     }
 
@@ -334,7 +345,10 @@ impl CursorTools {
         let card = |result| {
             tool_call::Tool::EditToolCall(agent::EditToolCall { args: Some(card_args.clone()), result: Some(result) })
         };
-        self.started(c, tool_call::Tool::EditToolCall(agent::EditToolCall { args: Some(card_args.clone()), result: None }));
+        self.started(
+            c,
+            tool_call::Tool::EditToolCall(agent::EditToolCall { args: Some(card_args.clone()), result: None }),
+        );
         let fail = |result: edit_result::Result, msg: String| {
             self.completed(c, card(agent::EditResult { result: Some(result) }));
             ToolOutput::error(msg)
@@ -438,11 +452,13 @@ impl CursorTools {
         let (mut stdout, mut stderr) = (String::new(), String::new());
         let cmd = a.command.clone();
         let wd = working_directory.clone();
-        let spawn_error = |error: String| shell_result::Result::SpawnError(agent::ShellSpawnError {
-            command: cmd.clone(),
-            working_directory: wd.clone(),
-            error,
-        });
+        let spawn_error = |error: String| {
+            shell_result::Result::SpawnError(agent::ShellSpawnError {
+                command: cmd.clone(),
+                working_directory: wd.clone(),
+                error,
+            })
+        };
         let result = loop {
             match exec.next().await {
                 Ok(ExecEvent::Message(exec_client_message::Message::ShellStream(s))) => match s.event {
@@ -518,7 +534,12 @@ impl CursorTools {
         out
     }
 
-    async fn grep_exec(&self, c: Call<'_>, args: agent::GrepArgs, card: impl Fn(Option<&agent::GrepResult>) -> tool_call::Tool) -> Result<agent::GrepSuccess, String> {
+    async fn grep_exec(
+        &self,
+        c: Call<'_>,
+        args: agent::GrepArgs,
+        card: impl Fn(Option<&agent::GrepResult>) -> tool_call::Tool,
+    ) -> Result<agent::GrepSuccess, String> {
         let exec = self.exec.start(c.id, exec_server_message::Message::GrepArgs(args));
         self.started(c, card(None));
         let r = match exec.result().await {
@@ -572,7 +593,8 @@ impl CursorTools {
             tool_call_id: c.id.to_owned(),
             ..Default::default()
         };
-        let glob_args = agent::GlobToolArgs { target_directory: a.target_directory.clone(), glob_pattern: a.glob_pattern.clone() };
+        let glob_args =
+            agent::GlobToolArgs { target_directory: a.target_directory.clone(), glob_pattern: a.glob_pattern.clone() };
         let (pattern, path) = (a.glob_pattern.clone(), dir.clone());
         let card = move |r: Option<&agent::GrepResult>| {
             let result = r.map(|r| agent::GlobToolResult {
@@ -627,7 +649,9 @@ impl CursorTools {
                 }
                 ToolOutput::text(text)
             }
-            Some(ls_result::Result::Error(e)) => ToolOutput::error(format!("Listing {} failed: {}", args.path, e.error)),
+            Some(ls_result::Result::Error(e)) => {
+                ToolOutput::error(format!("Listing {} failed: {}", args.path, e.error))
+            }
             Some(ls_result::Result::Rejected(r)) => {
                 ToolOutput::error(format!("Listing {} was rejected{}", args.path, reason_suffix(&r.reason)))
             }
@@ -655,7 +679,9 @@ impl CursorTools {
             Some(delete_result::Result::Success(_)) => ToolOutput::text(format!("Deleted {path}.")),
             Some(delete_result::Result::FileNotFound(_)) => ToolOutput::error(format!("{path} does not exist.")),
             Some(delete_result::Result::NotFile(_)) => ToolOutput::error(format!("{path} is not a file.")),
-            Some(delete_result::Result::PermissionDenied(_)) => ToolOutput::error(format!("No permission to delete {path}.")),
+            Some(delete_result::Result::PermissionDenied(_)) => {
+                ToolOutput::error(format!("No permission to delete {path}."))
+            }
             Some(delete_result::Result::FileBusy(_)) => ToolOutput::error(format!("{path} is busy.")),
             Some(delete_result::Result::Rejected(r)) => {
                 ToolOutput::error(format!("The user rejected deleting {path}{}", reason_suffix(&r.reason)))
@@ -801,7 +827,9 @@ fn render_grep(s: &agent::GrepSuccess) -> String {
 }
 
 fn ls_error(path: &str, msg: &str) -> agent::LsResult {
-    agent::LsResult { result: Some(ls_result::Result::Error(agent::PathError { path: path.to_owned(), error: msg.to_owned() })) }
+    agent::LsResult {
+        result: Some(ls_result::Result::Error(agent::PathError { path: path.to_owned(), error: msg.to_owned() })),
+    }
 }
 
 fn render_tree(node: &agent::LsDirectoryTreeNode, depth: usize, out: &mut String) {
@@ -822,7 +850,9 @@ fn render_tree(node: &agent::LsDirectoryTreeNode, depth: usize, out: &mut String
 
 fn mcp_error(name: &str, msg: &str) -> (agent::McpToolResult, ToolOutput) {
     (
-        agent::McpToolResult { result: Some(mcp_tool_result::Result::Error(agent::McpError { error: msg.to_owned() })) },
+        agent::McpToolResult {
+            result: Some(mcp_tool_result::Result::Error(agent::McpError { error: msg.to_owned() })),
+        },
         ToolOutput::error(format!("The MCP tool {name} failed: {msg}")),
     )
 }

@@ -24,6 +24,7 @@ use keyhaven::cursor::protocol::agent::{
 };
 use keyhaven::cursor::protocol::aiserver;
 use keyhaven::cursor::protocol::connect::{self, Envelope, EnvelopeDecoder};
+use keyhaven::secrets::MemoryKeyring;
 use prost::Message;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
@@ -72,6 +73,11 @@ pub fn oa_tools(calls: &[(&str, &str, Value)]) -> String {
     s + "data: [DONE]\n\n"
 }
 
+/// A text answer that starts streaming and then never finishes (pair with `Reply::hang`).
+pub fn oa_text_unfinished(text: &str) -> String {
+    [oa_chunk(json!({"role": "assistant", "content": ""}), None), oa_chunk(json!({"content": text}), None)].concat()
+}
+
 /// A streamed text answer.
 pub fn oa_text(text: &str) -> String {
     [
@@ -92,6 +98,8 @@ pub struct CursorSim {
     pub mock: MockUpstream,
     pub ws: Workspace,
     conn: Conn,
+    keyring: Arc<MemoryKeyring>,
+    config: String,
 }
 
 /// What every request needs: the proxy and the CA to trust.
@@ -127,7 +135,11 @@ impl Conn {
 
     async fn append(&self, request_id: &str, seqno: u64, msg: &[u8]) {
         let resp = self
-            .send("/aiserver.v1.BidiService/BidiAppend", "application/proto", connect::encode_append(request_id, seqno, msg))
+            .send(
+                "/aiserver.v1.BidiService/BidiAppend",
+                "application/proto",
+                connect::encode_append(request_id, seqno, msg),
+            )
             .await;
         assert_eq!(resp.status(), StatusCode::OK);
         let body = resp.into_body().collect().await.expect("body").to_bytes();
@@ -140,12 +152,31 @@ pub async fn start(agent: &str) -> CursorSim {
     let mock = MockUpstream::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let config = config_text(&mock.url(), "") + "\n[agent]\n" + agent + "\n";
-    let te = TestEngine::start_in(dir, &config).await;
-    let pem = std::fs::read_to_string(te.dir.path().join("ca").join(keyhaven::proxy::ca::CERT_FILE)).expect("ca pem");
-    let b64: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
-    let ca = CertificateDer::from(base64::engine::general_purpose::STANDARD.decode(b64).expect("pem body"));
-    let proxy = te.handle.proxy.clone().expect("proxy").addr;
-    CursorSim { te, mock, ws: Workspace::new(), conn: Conn { proxy, ca } }
+    let keyring = Arc::new(MemoryKeyring::default());
+    let te = TestEngine::start_with_keyring(dir, &config, keyring.clone()).await;
+    let conn = Conn::of(&te);
+    CursorSim { te, mock, ws: Workspace::new(), conn, keyring, config }
+}
+
+impl Conn {
+    fn of(te: &TestEngine) -> Conn {
+        let pem =
+            std::fs::read_to_string(te.dir.path().join("ca").join(keyhaven::proxy::ca::CERT_FILE)).expect("ca pem");
+        let b64: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+        let ca = CertificateDer::from(base64::engine::general_purpose::STANDARD.decode(b64).expect("pem body"));
+        Conn { proxy: te.handle.proxy.clone().expect("proxy").addr, ca }
+    }
+}
+
+impl CursorSim {
+    /// Stops the engine and starts a new one on the same data directory, keyring and workspace.
+    pub async fn restart(self) -> CursorSim {
+        let CursorSim { te, mock, ws, keyring, config, .. } = self;
+        let dir = te.stop().await;
+        let te = TestEngine::start_with_keyring(dir, &config, keyring.clone()).await;
+        let conn = Conn::of(&te);
+        CursorSim { te, mock, ws, conn, keyring, config }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -254,19 +285,21 @@ impl Seen {
         for m in &self.msgs {
             match &m.message {
                 Some(agent_server_message::Message::InteractionUpdate(u)) => match &u.message {
-                    Some(interaction_update::Message::PartialToolCall(p)) if p.call_id == call_id => {
-                        if out.last() != Some(&"partial") {
-                            out.push("partial");
-                        }
+                    Some(interaction_update::Message::PartialToolCall(p))
+                        if p.call_id == call_id && out.last() != Some(&"partial") =>
+                    {
+                        out.push("partial");
                     }
-                    Some(interaction_update::Message::ToolCallStarted(p)) if p.call_id == call_id => out.push("started"),
+                    Some(interaction_update::Message::ToolCallStarted(p)) if p.call_id == call_id => {
+                        out.push("started")
+                    }
                     Some(interaction_update::Message::ToolCallCompleted(p)) if p.call_id == call_id => {
                         out.push("completed");
                     }
-                    Some(interaction_update::Message::ToolCallDelta(p)) if p.call_id == call_id => {
-                        if out.last() != Some(&"delta") {
-                            out.push("delta");
-                        }
+                    Some(interaction_update::Message::ToolCallDelta(p))
+                        if p.call_id == call_id && out.last() != Some(&"delta") =>
+                    {
+                        out.push("delta");
                     }
                     _ => {}
                 },
@@ -292,7 +325,11 @@ impl CursorSim {
         let open = aiserver::BidiRequestId { request_id: turn.request_id.clone() }.encode_to_vec();
         let resp = self
             .conn
-            .send("/agent.v1.AgentService/RunSSE", "application/connect+proto", connect::encode_envelope(&open, false).to_vec())
+            .send(
+                "/agent.v1.AgentService/RunSSE",
+                "application/connect+proto",
+                connect::encode_envelope(&open, false).to_vec(),
+            )
             .await;
         assert_eq!(resp.status(), StatusCode::OK);
         let seq = Arc::new(AtomicU64::new(0));
@@ -381,17 +418,18 @@ async fn next_envelope(body: &mut Incoming, dec: &mut EnvelopeDecoder) -> Option
     }
 }
 
-async fn drive(mut body: Incoming, conn: Conn, ws: Workspace, request_id: String, seq: Arc<AtomicU64>, policy: Policy) -> Seen {
+async fn drive(
+    mut body: Incoming,
+    conn: Conn,
+    ws: Workspace,
+    request_id: String,
+    seq: Arc<AtomicU64>,
+    policy: Policy,
+) -> Seen {
     let mut dec = EnvelopeDecoder::new(true);
     let mut seen = Seen::default();
     let heartbeat = keyhaven::cursor::protocol::events::heartbeat();
-    let send = |msg: agent_client_message::Message| {
-        let (conn, id, seq) = (conn.clone(), request_id.clone(), seq.clone());
-        async move {
-            let seqno = seq.fetch_add(1, Ordering::SeqCst);
-            conn.append(&id, seqno, &agent::AgentClientMessage { message: Some(msg) }.encode_to_vec()).await;
-        }
-    };
+    let mut tasks = Vec::new();
     while let Some(env) = next_envelope(&mut body, &mut dec).await {
         let m = match env {
             Envelope::EndStream(j) => {
@@ -413,57 +451,77 @@ async fn drive(mut body: Incoming, conn: Conn, ws: Workspace, request_id: String
                 message: Some(exec_server_control_message::Message::Abort(a)),
             })) => seen.aborts.push(a.id),
             Some(agent_server_message::Message::ExecServerMessage(x)) => {
-                let id = x.id;
-                let replies = match policy(&x) {
-                    Act::Ignore => continue,
-                    Act::Throw(error) => {
-                        send(agent_client_message::Message::ExecClientControlMessage(agent::ExecClientControlMessage {
-                            message: Some(exec_client_control_message::Message::Throw(agent::ExecThrow {
-                                id,
-                                error,
-                                ..Default::default()
-                            })),
-                        }))
-                        .await;
-                        continue;
-                    }
-                    Act::Reject(reason) => vec![exec_client_message::Message::ShellStream(agent::ShellStream {
-                        event: Some(shell_stream::Event::Rejected(agent::ShellRejected { reason, ..Default::default() })),
-                    })],
-                    Act::Reply(reply) => vec![reply],
-                    Act::Late { heartbeats, gap } => {
-                        for _ in 0..heartbeats {
-                            tokio::time::sleep(gap).await;
-                            send(agent_client_message::Message::ExecClientControlMessage(
-                                agent::ExecClientControlMessage {
-                                    message: Some(exec_client_control_message::Message::Heartbeat(agent::ExecHeartbeat {
-                                        id,
-                                    })),
-                                },
-                            ))
-                            .await;
-                        }
-                        ws.execute(&x).await
-                    }
-                    Act::Run => ws.execute(&x).await,
-                };
-                for reply in replies {
-                    send(agent_client_message::Message::ExecClientMessage(agent::ExecClientMessage {
-                        id,
-                        exec_id: x.exec_id.clone(),
-                        message: Some(reply),
-                    }))
-                    .await;
-                }
-                send(agent_client_message::Message::ExecClientControlMessage(agent::ExecClientControlMessage {
-                    message: Some(exec_client_control_message::Message::StreamClose(agent::ExecStreamClose { id })),
-                }))
-                .await;
+                // Like the IDE, execs are handled concurrently.
+                let (conn, ws, id, seq, act) = (conn.clone(), ws.clone(), request_id.clone(), seq.clone(), policy(&x));
+                tasks.push(tokio::spawn(answer(conn, ws, id, seq, x, act)));
             }
             _ => {}
         }
     }
+    for t in tasks {
+        let _ = t.await;
+    }
     seen
+}
+
+/// Answers one exec per `act`: the replies, then `stream_close`.
+async fn answer(
+    conn: Conn,
+    ws: Workspace,
+    request_id: String,
+    seq: Arc<AtomicU64>,
+    x: agent::ExecServerMessage,
+    act: Act,
+) {
+    let send = |msg: agent_client_message::Message| {
+        let (conn, id, seq) = (conn.clone(), request_id.clone(), seq.clone());
+        async move {
+            let seqno = seq.fetch_add(1, Ordering::SeqCst);
+            conn.append(&id, seqno, &agent::AgentClientMessage { message: Some(msg) }.encode_to_vec()).await;
+        }
+    };
+    let id = x.id;
+    let replies = match act {
+        Act::Ignore => return,
+        Act::Throw(error) => {
+            send(agent_client_message::Message::ExecClientControlMessage(agent::ExecClientControlMessage {
+                message: Some(exec_client_control_message::Message::Throw(agent::ExecThrow {
+                    id,
+                    error,
+                    ..Default::default()
+                })),
+            }))
+            .await;
+            return;
+        }
+        Act::Reject(reason) => vec![exec_client_message::Message::ShellStream(agent::ShellStream {
+            event: Some(shell_stream::Event::Rejected(agent::ShellRejected { reason, ..Default::default() })),
+        })],
+        Act::Reply(reply) => vec![reply],
+        Act::Late { heartbeats, gap } => {
+            for _ in 0..heartbeats {
+                tokio::time::sleep(gap).await;
+                send(agent_client_message::Message::ExecClientControlMessage(agent::ExecClientControlMessage {
+                    message: Some(exec_client_control_message::Message::Heartbeat(agent::ExecHeartbeat { id })),
+                }))
+                .await;
+            }
+            ws.execute(&x).await
+        }
+        Act::Run => ws.execute(&x).await,
+    };
+    for reply in replies {
+        send(agent_client_message::Message::ExecClientMessage(agent::ExecClientMessage {
+            id,
+            exec_id: x.exec_id.clone(),
+            message: Some(reply),
+        }))
+        .await;
+    }
+    send(agent_client_message::Message::ExecClientControlMessage(agent::ExecClientControlMessage {
+        message: Some(exec_client_control_message::Message::StreamClose(agent::ExecStreamClose { id })),
+    }))
+    .await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -620,7 +678,9 @@ impl Workspace {
         use agent::grep_result::Result as R;
         let root = a.path.clone().unwrap_or_else(|| self.root_str());
         let Some(dir) = self.inside(&root) else {
-            return agent::GrepResult { result: Some(R::Error(agent::GrepError { error: "outside the workspace".into() })) };
+            return agent::GrepResult {
+                result: Some(R::Error(agent::GrepError { error: "outside the workspace".into() })),
+            };
         };
         let ci = a.case_insensitive.unwrap_or(false);
         let pattern = if ci { a.pattern.to_lowercase() } else { a.pattern.clone() };
@@ -630,7 +690,11 @@ impl Workspace {
         for file in self.files(&dir) {
             let rel = self.rel(&file);
             if let Some(g) = &a.glob {
-                let subject = if g.contains('/') { rel.clone() } else { file.file_name().expect("name").to_string_lossy().into_owned() };
+                let subject = if g.contains('/') {
+                    rel.clone()
+                } else {
+                    file.file_name().expect("name").to_string_lossy().into_owned()
+                };
                 if !glob_match(g.as_bytes(), subject.as_bytes()) {
                     continue;
                 }
@@ -678,19 +742,30 @@ impl Workspace {
         let mut workspace_results = std::collections::HashMap::new();
         workspace_results.insert(root.clone(), agent::GrepUnionResult { result: Some(union) });
         agent::GrepResult {
-            result: Some(R::Success(agent::GrepSuccess { pattern: a.pattern.clone(), path: root, output_mode: mode, workspace_results })),
+            result: Some(R::Success(agent::GrepSuccess {
+                pattern: a.pattern.clone(),
+                path: root,
+                output_mode: mode,
+                workspace_results,
+            })),
         }
     }
 
     fn tree(&self, dir: &Path) -> agent::LsDirectoryTreeNode {
-        let mut node = agent::LsDirectoryTreeNode { abs_path: dir.display().to_string(), children_were_processed: true, ..Default::default() };
-        let mut entries: Vec<_> = std::fs::read_dir(dir).map(|r| r.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+        let mut node = agent::LsDirectoryTreeNode {
+            abs_path: dir.display().to_string(),
+            children_were_processed: true,
+            ..Default::default()
+        };
+        let mut entries: Vec<_> =
+            std::fs::read_dir(dir).map(|r| r.flatten().map(|e| e.path()).collect()).unwrap_or_default();
         entries.sort();
         for p in entries {
             if p.is_dir() {
                 node.children_dirs.push(self.tree(&p));
             } else {
-                node.children_files.push(agent::LsFile { name: p.file_name().expect("name").to_string_lossy().into_owned() });
+                node.children_files
+                    .push(agent::LsFile { name: p.file_name().expect("name").to_string_lossy().into_owned() });
             }
         }
         node.num_files = i32::try_from(node.children_files.len()).expect("n");
@@ -711,19 +786,28 @@ impl Workspace {
         use shell_stream::Event as E;
         let ev = |e| exec_client_message::Message::ShellStream(agent::ShellStream { event: Some(e) });
         let Some(wd) = self.inside(&a.working_directory) else {
-            return vec![ev(E::Rejected(agent::ShellRejected { reason: "outside the workspace".into(), ..Default::default() }))];
+            return vec![ev(E::Rejected(agent::ShellRejected {
+                reason: "outside the workspace".into(),
+                ..Default::default()
+            }))];
         };
         let cmd = a.command.clone();
-        let out = tokio::task::spawn_blocking(move || std::process::Command::new("sh").arg("-c").arg(cmd).current_dir(wd).output())
-            .await
-            .expect("shell task")
-            .expect("sh runs");
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new("sh").arg("-c").arg(cmd).current_dir(wd).output()
+        })
+        .await
+        .expect("shell task")
+        .expect("sh runs");
         let mut msgs = vec![ev(E::Start(agent::ShellStreamStart {}))];
         if !out.stdout.is_empty() {
-            msgs.push(ev(E::Stdout(agent::ShellStreamStdout { data: String::from_utf8_lossy(&out.stdout).into_owned() })));
+            msgs.push(ev(E::Stdout(agent::ShellStreamStdout {
+                data: String::from_utf8_lossy(&out.stdout).into_owned(),
+            })));
         }
         if !out.stderr.is_empty() {
-            msgs.push(ev(E::Stderr(agent::ShellStreamStderr { data: String::from_utf8_lossy(&out.stderr).into_owned() })));
+            msgs.push(ev(E::Stderr(agent::ShellStreamStderr {
+                data: String::from_utf8_lossy(&out.stderr).into_owned(),
+            })));
         }
         let code = u32::try_from(out.status.code().unwrap_or(255)).unwrap_or(255);
         msgs.push(ev(E::Exit(agent::ShellStreamExit { code, cwd: a.working_directory.clone(), aborted: false })));
@@ -754,7 +838,10 @@ fn mcp_exec(a: &agent::McpArgs) -> agent::McpResult {
             content: vec![
                 agent::McpContent { content: Some(Content::Text(agent::McpTextContent { text })) },
                 agent::McpContent {
-                    content: Some(Content::Image(agent::McpImageContent { data: vec![0x89, b'P', b'N', b'G'], mime_type: "image/png".into() })),
+                    content: Some(Content::Image(agent::McpImageContent {
+                        data: vec![0x89, b'P', b'N', b'G'],
+                        mime_type: "image/png".into(),
+                    })),
                 },
             ],
             is_error: false,
