@@ -10,6 +10,7 @@ pub mod model;
 pub mod pricing;
 pub mod provider;
 pub mod proxy;
+pub mod run;
 pub mod secrets;
 pub mod setup;
 pub mod store;

@@ -16,6 +16,7 @@ use crate::config::EngineConfig;
 use crate::control::logs::LogRing;
 use crate::control::token::ControlToken;
 use crate::control::{ControlDeps, ControlService};
+use crate::cursor::agent::AgentOptions;
 use crate::cursor::turn::{Backend, BackendOptions};
 use crate::model::{CallFinish, CallStart};
 use crate::pricing::PriceTable;
@@ -189,7 +190,7 @@ impl Engine {
             }
         });
         let proxy = if config.file.proxy.enabled {
-            Some(start_proxy(&config, &secrets_keyring, &spawner, gateway.clone()).await?)
+            Some(start_proxy(&config, &secrets_keyring, &spawner, gateway.clone(), store.clone()).await?)
         } else {
             None
         };
@@ -304,6 +305,7 @@ async fn start_proxy(
     keyring: &Arc<dyn crate::secrets::Keyring>,
     spawner: &Spawner,
     gateway: Arc<Gateway>,
+    store: Arc<Store>,
 ) -> Result<ProxyHandle, EngineError> {
     let intercept = InterceptList::new(&config.file.proxy.intercept);
     let paths = CaPaths::new(config.ca_dir.clone());
@@ -328,7 +330,12 @@ async fn start_proxy(
         &UpstreamOptions { overrides: config.upstream_overrides.clone(), ..UpstreamOptions::default() },
         spawner,
     )?;
-    let backend = Backend::new(gateway, spawner.clone(), BackendOptions::default());
+    let agent = AgentOptions {
+        max_steps: config.file.agent.max_steps.max(1),
+        exec_timeout: Duration::from_millis(config.file.agent.exec_timeout.max(1)),
+    };
+    let backend =
+        Backend::new(gateway, Some(store), spawner.clone(), BackendOptions { agent, ..BackendOptions::default() });
     let service = api::cursor::router(api::cursor::CursorState::new(backend, upstream.clone(), spawner.clone()));
     let deps = ProxyDeps {
         ca: Arc::new(ca),

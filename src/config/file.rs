@@ -29,6 +29,8 @@ pub struct FileConfig {
     pub groups: Vec<GroupConfig>,
     #[serde(default)]
     pub routing: RoutingConfig,
+    #[serde(default)]
+    pub agent: AgentConfig,
 }
 
 impl FileConfig {
@@ -92,6 +94,23 @@ impl Default for ProxyConfig {
             intercept: vec!["cursor.sh".to_owned(), "cursor.com".to_owned()],
             mode: RoutingMode::default(),
         }
+    }
+}
+
+/// The `[agent]` table: limits of the agent loop behind Cursor.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    /// The most model calls one agent turn may make.
+    pub max_steps: u32,
+    /// Milliseconds the editor may stay silent on one tool request (no result, output or
+    /// heartbeat) before the request is aborted and the model told it timed out.
+    pub exec_timeout: u64,
+}
+
+impl Default for AgentConfig {
+    fn default() -> AgentConfig {
+        AgentConfig { max_steps: 50, exec_timeout: 300_000 }
     }
 }
 

@@ -6,12 +6,19 @@
 //!   the output hub that buffers, replays and closes a run's frames.
 //! - [`services`]: non-agent-loop calls answered locally (the model catalog, server time,
 //!   connectivity). Account calls are never answered here.
-//! - [`turn`]: one streamed turn (`run_request` → provider → interaction updates → `turn_ended`).
+//! - [`turn`]: the backend and its run driver (`run_request` → agent turn → exactly one terminal).
+//! - [`agent`]: one agent turn on the generic run engine (`crate::run`): run request compilation,
+//!   the system prompt, run events → interaction updates, client messages → the run.
+//! - [`conversation`]: conversation id → transcript and current run (loaded from the store).
+//! - [`tools`]: the tool catalog, the exec channel and the per-tool dispatch with its cards.
 //!
-//! Invariant: `cursor` uses `model`, `provider`, `store` and the leaves; nothing below it
+//! Invariant: `cursor` uses `model`, `provider`, `store`, `run` and the leaves; nothing below it
 //! (`model`, `provider`, `store`, `run`) names `cursor`.
 
+pub mod agent;
+pub mod conversation;
 pub mod protocol;
 pub mod services;
+pub mod tools;
 pub mod transport;
 pub mod turn;

@@ -1,29 +1,26 @@
-//! One streamed turn of the Cursor agent, end to end: the run driver reads the transport's inbox
-//! in seqno order, takes the `run_request`, calls the provider through
-//! [`crate::provider::Gateway::call`] (which records the call row, client `cursor`), and publishes
-//! `thinking_delta` / `thinking_completed` / `text_delta` / `token_delta` updates, then
-//! `turn_ended` with usage and the end-stream frame. A `cancel_action` stops the provider call;
-//! a provider error ends the run with a Connect error frame carrying `aiserver.v1.ErrorDetails`.
+//! The Cursor backend's entry: the run driver reads the transport's inbox in seqno order, takes
+//! the `run_request`, resolves the model and hands the turn to [`crate::cursor::agent`] (the
+//! agent loop with tools on the generic run engine), then ends the transport with exactly one
+//! terminal.
 //!
 //! Invariant: every run ends with exactly one terminal: `turn_ended` followed by `{}`, or a
-//! Connect error end-stream (no request, bad request, unknown model, provider error, shutdown).
-//! Part 1 has no tools, checkpoints or conversation state: the provider sees the user message
-//! (and a custom system prompt, if any) only.
+//! Connect error end-stream (no request, bad request, unknown model, provider error, an internal
+//! failure, shutdown).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use tokio::time::Instant;
-
-use crate::cursor::protocol::agent::{self, agent_client_message, conversation_action};
+use crate::cursor::agent::{self as agent_turn, AgentDeps, AgentOptions, TurnEnd};
+use crate::cursor::conversation::Conversations;
+use crate::cursor::protocol::agent::{self, agent_client_message};
 use crate::cursor::protocol::aiserver::error_details::Error as CursorError;
 use crate::cursor::protocol::connect::{self, Code, EndStream, ErrorBody};
 use crate::cursor::protocol::events::{self, TurnUsage};
 use crate::cursor::services::model_catalog;
 use crate::cursor::transport::{Registry, RegistryError, RegistryOptions, Subscription, Transport};
-use crate::model::{self, ErrorInfo, ErrorKind, Message, Role, StreamEvent, Usage};
-use crate::provider::{CallContext, Gateway};
+use crate::model::{ErrorInfo, ErrorKind};
+use crate::provider::Gateway;
+use crate::store::Store;
 use crate::task::Spawner;
 
 /// Timing knobs of the backend.
@@ -34,6 +31,7 @@ pub struct BackendOptions {
     pub first_message_wait: Duration,
     /// How long a finished transport stays registered (late appends, re-subscribers).
     pub linger: Duration,
+    pub agent: AgentOptions,
 }
 
 impl Default for BackendOptions {
@@ -42,6 +40,7 @@ impl Default for BackendOptions {
             registry: RegistryOptions::default(),
             first_message_wait: Duration::from_secs(60),
             linger: Duration::from_secs(30),
+            agent: AgentOptions::default(),
         }
     }
 }
@@ -53,11 +52,24 @@ pub struct Backend {
     gateway: Arc<Gateway>,
     spawner: Spawner,
     options: BackendOptions,
+    conversations: Conversations,
 }
 
 impl Backend {
-    pub fn new(gateway: Arc<Gateway>, spawner: Spawner, options: BackendOptions) -> Arc<Backend> {
-        Arc::new(Backend { registry: Registry::new(options.registry), gateway, spawner, options })
+    /// `store` persists transcripts (and lets a restarted engine continue a conversation).
+    pub fn new(
+        gateway: Arc<Gateway>,
+        store: Option<Arc<Store>>,
+        spawner: Spawner,
+        options: BackendOptions,
+    ) -> Arc<Backend> {
+        Arc::new(Backend {
+            registry: Registry::new(options.registry),
+            gateway,
+            spawner,
+            options,
+            conversations: Conversations::new(store),
+        })
     }
 
     pub fn gateway(&self) -> &Arc<Gateway> {
@@ -156,146 +168,22 @@ impl Backend {
             let detail = format!("`{selection}` is not one of the models configured in Keyhaven");
             return Terminal::error(Code::NotFound, CursorError::BadModelName, "Unknown model", &detail, false);
         };
-        let user = match run.action.and_then(|a| a.action) {
-            Some(conversation_action::Action::UserMessageAction(a)) => {
-                a.user_message.map(|m| m.text).unwrap_or_default()
-            }
-            // Resume with no local conversation state: nothing to continue (part 1).
-            _ => return Terminal::Ended(TurnUsage::default()),
-        };
-        let mut messages = Vec::new();
-        if let Some(system) = run.custom_system_prompt.filter(|s| !s.is_empty()) {
-            messages.push(Message::text(Role::System, system));
-        }
-        messages.push(Message::text(Role::User, user));
-        let req = model::Request { model: model_name, messages, stream: true, ..model::Request::default() };
-        let cancel = t.cancel.child_token();
-        let ctx = CallContext {
-            id: format!("kh-cursor-{:016x}", rand::random::<u64>()),
-            dialect: "cursor",
-            client: "cursor".to_owned(),
-            request_body: None,
-            cancel: cancel.clone(),
-        };
-        let open = self.gateway.call(req, ctx);
-        tokio::pin!(open);
-        let opened = loop {
-            tokio::select! {
-                biased;
-                () = t.cancel.cancelled() => return Terminal::shutdown(),
-                m = t.inbox.next() => if client_cancels(m) {
-                    return Terminal::Ended(TurnUsage::default());
-                },
-                r = &mut open => break r,
-            }
-        };
-        let mut call = match opened {
-            Ok(call) => call,
-            Err(f) => return Terminal::provider(&f.error.info()),
-        };
-        let mut usage: Option<Usage> = None;
-        let mut output_estimate: i64 = 0;
-        let mut thinking_since: Option<Instant> = None;
-        loop {
-            let ev = tokio::select! {
-                biased;
-                () = t.cancel.cancelled() => {
-                    cancel.cancel();
-                    return Terminal::shutdown();
-                }
-                m = t.inbox.next() => {
-                    if client_cancels(m) {
-                        cancel.cancel();
-                        drop(call);
-                        return Terminal::Ended(turn_usage(usage, output_estimate));
-                    }
-                    continue;
-                }
-                ev = call.next() => ev,
-            };
-            let Some(ev) = ev else { break };
-            match ev {
-                StreamEvent::ThinkingDelta { text } if !text.is_empty() => {
-                    thinking_since.get_or_insert_with(Instant::now);
-                    self.emit(t, &events::thinking_delta(&text));
-                    output_estimate += self.token_delta(t, &text);
-                }
-                StreamEvent::TextDelta { text } if !text.is_empty() => {
-                    close_thinking(self, t, &mut thinking_since);
-                    self.emit(t, &events::text_delta(&text));
-                    output_estimate += self.token_delta(t, &text);
-                }
-                StreamEvent::Usage { usage: u } => usage.get_or_insert_with(Usage::default).merge_max(&u),
-                StreamEvent::Error { error } => return Terminal::provider(&error),
-                _ => {}
+        let deps =
+            AgentDeps { gateway: &self.gateway, conversations: &self.conversations, options: self.options.agent };
+        match agent_turn::run_turn(deps, t, run, model_name).await {
+            TurnEnd::Ended(usage) => Terminal::Ended(usage),
+            TurnEnd::Shutdown => Terminal::shutdown(),
+            TurnEnd::Provider(e) => Terminal::provider(&e),
+            TurnEnd::Internal(detail) => {
+                Terminal::error(Code::Internal, CursorError::Internal, "Keyhaven failed", &detail, false)
             }
         }
-        close_thinking(self, t, &mut thinking_since);
-        Terminal::Ended(turn_usage(usage, output_estimate))
-    }
-
-    fn emit(&self, t: &Transport, message: &agent::AgentServerMessage) {
-        t.output.publish(events::frame(message, false));
-    }
-
-    /// Publishes a `token_delta` for `text` (an estimate: a quarter of its characters, at least
-    /// one) and returns the estimate.
-    fn token_delta(&self, t: &Transport, text: &str) -> i64 {
-        let tokens = estimate_tokens(text);
-        self.emit(t, &events::token_delta(tokens));
-        i64::from(tokens)
     }
 }
 
 /// Output tokens estimated for a delta: `ceil(chars / 4)`, at least 1.
 pub fn estimate_tokens(text: &str) -> i32 {
     i32::try_from(text.chars().count().div_ceil(4).max(1)).unwrap_or(i32::MAX)
-}
-
-fn close_thinking(backend: &Backend, t: &Transport, since: &mut Option<Instant>) {
-    if let Some(started) = since.take() {
-        let ms = i32::try_from(started.elapsed().as_millis()).unwrap_or(i32::MAX);
-        backend.emit(t, &events::thinking_completed(ms));
-    }
-}
-
-/// Reads a client message that arrived during a run: true when it cancels the run. Heartbeats and
-/// messages later parts handle (exec results, KV acks) are ignored; a closed inbox never cancels.
-fn client_cancels(m: Option<(u64, Bytes)>) -> bool {
-    let Some((seqno, data)) = m else { return false };
-    match connect::decode_message::<agent::AgentClientMessage>(&data) {
-        Ok(agent::AgentClientMessage {
-            message:
-                Some(agent_client_message::Message::ConversationAction(agent::ConversationAction {
-                    action: Some(conversation_action::Action::CancelAction(c)),
-                    ..
-                })),
-        }) => {
-            tracing::info!(seqno, reason = %c.reason, "cursor run canceled by the client");
-            true
-        }
-        Ok(_) => false,
-        Err(e) => {
-            tracing::debug!(seqno, error = %e, "undecodable client message ignored");
-            false
-        }
-    }
-}
-
-/// `turn_ended`'s numbers: the provider's usage when it came (disjoint input, cache reads and
-/// writes, output), else the output estimate only.
-fn turn_usage(usage: Option<Usage>, output_estimate: i64) -> TurnUsage {
-    let n = |v: u64| Some(i64::try_from(v).unwrap_or(i64::MAX));
-    match usage {
-        Some(u) => TurnUsage {
-            input_tokens: n(u.input_tokens),
-            output_tokens: n(u.output_tokens),
-            cache_read_tokens: n(u.cache_read_tokens),
-            cache_write_tokens: n(u.cache_write_tokens),
-        },
-        None if output_estimate > 0 => TurnUsage { output_tokens: Some(output_estimate), ..TurnUsage::default() },
-        None => TurnUsage::default(),
-    }
 }
 
 /// How a run ends.

@@ -6,10 +6,12 @@
 
 mod accumulate;
 mod call;
+mod conversation;
 mod usage;
 
 pub use accumulate::{Accumulator, parse_arguments};
 pub use call::{CallFinish, CallStart, CallStatus};
+pub use conversation::{Entry, RunFinish, RunRecord, RunStart, RunStatus, StoredMessage, ToolRoundRecord};
 pub use usage::Usage;
 
 use serde::{Deserialize, Serialize};

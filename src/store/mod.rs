@@ -20,6 +20,7 @@
 //! deleting calls leave it untouched. `latency_daily` has the same key plus a histogram bucket of
 //! `total_ms` ([`LATENCY_BOUNDS_MS`]), so latency percentiles never scan `calls` either.
 
+mod conversation;
 mod read;
 mod schema;
 mod writer;
@@ -37,9 +38,10 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
 
-use crate::model::{CallFinish, CallStart};
+use crate::model::{CallFinish, CallStart, RunRecord, StoredMessage, ToolRoundRecord};
 use crate::store::writer::{Command, Writer};
 
+pub use conversation::{CheckpointRecord, ConversationOp};
 pub use read::{
     CallDetail, CallFilter, CallSummary, DEFAULT_LIMIT, LATENCY_BOUNDS_MS, LatencyHistogram, MAX_LIMIT, UsageGroup,
     UsageGroupRow, UsageRow, UsageSplitRow, UsageTotals,
@@ -307,6 +309,36 @@ impl Store {
     /// adds it to the rollup as an error. Run once at startup. Resolves to the rows changed.
     pub fn interrupt_stale(&self) -> Ack<u64> {
         self.submit(Command::InterruptStale)
+    }
+
+    /// Queues a transcript write (see [`ConversationOp`]). Never blocks. Resolves to the rows
+    /// inserted or changed (0 for an idempotent repeat).
+    pub fn conversation(&self, op: ConversationOp) -> Ack<u64> {
+        self.submit(|r| Command::Conversation(Box::new(op), r))
+    }
+
+    /// A conversation's messages in order.
+    pub async fn conversation_messages(&self, conversation_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
+        let id = conversation_id.to_owned();
+        self.read(move |c| conversation::messages(c, &id)).await
+    }
+
+    /// A conversation's runs, oldest first.
+    pub async fn conversation_runs(&self, conversation_id: &str) -> Result<Vec<RunRecord>, StoreError> {
+        let id = conversation_id.to_owned();
+        self.read(move |c| conversation::runs(c, &id)).await
+    }
+
+    /// A run's tool rounds by step.
+    pub async fn tool_rounds(&self, run_id: &str) -> Result<Vec<ToolRoundRecord>, StoreError> {
+        let id = run_id.to_owned();
+        self.read(move |c| conversation::tool_rounds(c, &id)).await
+    }
+
+    /// The newest checkpoint of a conversation.
+    pub async fn latest_checkpoint(&self, conversation_id: &str) -> Result<Option<CheckpointRecord>, StoreError> {
+        let id = conversation_id.to_owned();
+        self.read(move |c| conversation::latest_checkpoint(c, &id)).await
     }
 
     /// Resolves once everything queued before it is committed.

@@ -89,7 +89,47 @@ async fn migrations_apply_on_a_fresh_file() {
         .expect("query")
         .collect::<rusqlite::Result<_>>()
         .expect("rows");
-    assert_eq!(tables, ["calls", "latency_daily", "usage_daily"]);
+    assert_eq!(
+        tables,
+        ["calls", "checkpoints", "conversations", "latency_daily", "messages", "runs", "tool_rounds", "usage_daily"]
+    );
+}
+
+#[tokio::test]
+async fn transcript_appends_are_idempotent_and_stale_runs_become_interrupted() {
+    use crate::model::{Entry, Message, Role, RunStart, RunStatus};
+    use crate::store::ConversationOp;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = db_path(&dir);
+    let store = Store::open(&path, opts(1)).expect("open");
+    let run = RunStart {
+        id: "r1".into(),
+        conversation_id: "c1".into(),
+        client: "t".into(),
+        model: "m".into(),
+        started_ms: 1,
+    };
+    assert_eq!(store.conversation(ConversationOp::StartRun(run)).await.expect("start"), 1);
+    let append = |seq: u64, id: &str| ConversationOp::Append {
+        conversation_id: "c1".into(),
+        seq,
+        run_id: Some("r1".into()),
+        entry: Entry::new(id, Message::text(Role::User, id)),
+        created_ms: 2,
+    };
+    assert_eq!(store.conversation(append(0, "u1")).await.expect("append"), 1);
+    assert_eq!(store.conversation(append(0, "u1")).await.expect("repeat"), 0, "the same message again");
+    assert_eq!(store.conversation(append(1, "u1")).await.expect("same id"), 0, "the same id at another position");
+    assert_eq!(store.conversation(append(0, "u2")).await.expect("same seq"), 0, "another id at a taken position");
+    let msgs = store.conversation_messages("c1").await.expect("messages");
+    assert_eq!(msgs.len(), 1);
+    assert_eq!(msgs[0].entry, Entry::new("u1", Message::text(Role::User, "u1")));
+    store.close().expect("close");
+    // A later process finds the run still running: it becomes interrupted.
+    let store = Store::open(&path, opts(2)).expect("reopen");
+    store.interrupt_stale().await.expect("interrupt");
+    let runs = store.conversation_runs("c1").await.expect("runs");
+    assert_eq!((runs[0].status, runs[0].error_kind.as_deref()), (RunStatus::Interrupted, Some("interrupted")));
 }
 
 #[tokio::test]

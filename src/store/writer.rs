@@ -13,6 +13,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior, named_params};
 use tokio::sync::oneshot;
 
 use crate::model::{CallFinish, CallStart, CallStatus};
+use crate::store::conversation::{self, ConversationOp};
 use crate::store::{LATENCY_BOUNDS_MS, StoreError};
 
 /// The most commands applied in one transaction.
@@ -29,6 +30,8 @@ pub(crate) enum Command {
         reply: Reply<u64>,
     },
     InterruptStale(Reply<u64>),
+    /// A transcript write (conversations, runs, messages, tool rounds, checkpoints).
+    Conversation(Box<ConversationOp>, Reply<u64>),
     Flush(Reply<()>),
     Shutdown(Reply<()>),
     /// Test hook: the writer signals `paused`, then blocks until `release` disconnects.
@@ -47,6 +50,7 @@ impl Command {
             Command::DeleteCall(..) => "delete_call",
             Command::Prune { .. } => "prune",
             Command::InterruptStale(_) => "interrupt_stale",
+            Command::Conversation(op, _) => op.name(),
             Command::Flush(_) => "flush",
             Command::Shutdown(_) => "shutdown",
             #[cfg(test)]
@@ -60,7 +64,10 @@ impl Command {
             Command::Start(_, r) | Command::Finish(_, r) | Command::Flush(r) | Command::Shutdown(r) => {
                 let _ = r.send(Err(err));
             }
-            Command::DeleteCall(_, r) | Command::Prune { reply: r, .. } | Command::InterruptStale(r) => {
+            Command::DeleteCall(_, r)
+            | Command::Prune { reply: r, .. }
+            | Command::InterruptStale(r)
+            | Command::Conversation(_, r) => {
                 let _ = r.send(Err(err));
             }
             #[cfg(test)]
@@ -189,6 +196,9 @@ impl Writer {
                     Done::Count(reply, in_savepoint(&mut tx, |t| prune(t, before_ms)))
                 }
                 Command::InterruptStale(r) => Done::Count(r, in_savepoint(&mut tx, |t| interrupt_stale(t, self.epoch))),
+                Command::Conversation(op, r) => {
+                    Done::Count(r, in_savepoint(&mut tx, |t| conversation::apply(t, &op, self.epoch)))
+                }
                 Command::Flush(r) | Command::Shutdown(r) => Done::Unit(r, Ok(())),
                 #[cfg(test)]
                 Command::Pause { .. } => continue,
@@ -414,6 +424,10 @@ fn interrupt_stale(conn: &Connection, epoch: i64) -> rusqlite::Result<u64> {
         .collect::<rusqlite::Result<_>>()?;
     for id in &ids {
         add_to_rollup(conn, id)?;
+    }
+    let runs = conversation::interrupt_stale_runs(conn, epoch)?;
+    if runs > 0 {
+        tracing::info!(runs, "agent runs left running by an earlier process are marked interrupted");
     }
     Ok(u64::try_from(ids.len()).unwrap_or(u64::MAX))
 }

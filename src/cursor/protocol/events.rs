@@ -63,3 +63,59 @@ pub fn turn_ended(usage: TurnUsage) -> agent::AgentServerMessage {
 pub fn frame(message: &agent::AgentServerMessage, compress: bool) -> Bytes {
     connect::encode_envelope(&message.encode_to_vec(), compress)
 }
+
+/// `tool_call_started`: the card with its arguments.
+pub fn tool_call_started(call_id: &str, tool_call: agent::ToolCall, model_call_id: &str) -> agent::AgentServerMessage {
+    update(interaction_update::Message::ToolCallStarted(agent::ToolCallStartedUpdate {
+        call_id: call_id.to_owned(),
+        tool_call: Some(tool_call),
+        model_call_id: model_call_id.to_owned(),
+    }))
+}
+
+/// `tool_call_completed`: the card with arguments and result.
+pub fn tool_call_completed(
+    call_id: &str,
+    tool_call: agent::ToolCall,
+    model_call_id: &str,
+) -> agent::AgentServerMessage {
+    update(interaction_update::Message::ToolCallCompleted(agent::ToolCallCompletedUpdate {
+        call_id: call_id.to_owned(),
+        tool_call: Some(tool_call),
+        model_call_id: model_call_id.to_owned(),
+    }))
+}
+
+/// `partial_tool_call`: the card appears (case set, arguments empty) or its argument text grows.
+pub fn partial_tool_call(
+    call_id: &str,
+    tool_call: Option<agent::ToolCall>,
+    args_text_delta: &str,
+    model_call_id: &str,
+) -> agent::AgentServerMessage {
+    update(interaction_update::Message::PartialToolCall(agent::PartialToolCallUpdate {
+        call_id: call_id.to_owned(),
+        tool_call,
+        args_text_delta: args_text_delta.to_owned(),
+        model_call_id: model_call_id.to_owned(),
+    }))
+}
+
+/// `tool_call_delta` with shell output, mirrored into the shell card while the command runs.
+pub fn shell_delta(call_id: &str, stderr: bool, data: &str, model_call_id: &str) -> agent::AgentServerMessage {
+    use agent::shell_tool_call_delta::Stream;
+    let stream = if stderr {
+        Stream::Stderr(agent::ShellStreamStderr { data: data.to_owned() })
+    } else {
+        Stream::Stdout(agent::ShellStreamStdout { data: data.to_owned() })
+    };
+    update(interaction_update::Message::ToolCallDelta(agent::ToolCallDeltaUpdate {
+        call_id: call_id.to_owned(),
+        tool_call_delta: Some(agent::ToolCallDelta {
+            delta: Some(agent::tool_call_delta::Delta::ShellToolCallDelta(agent::ShellToolCallDelta {
+                stream: Some(stream),
+            })),
+        }),
+        model_call_id: model_call_id.to_owned(),
+    }))
+}

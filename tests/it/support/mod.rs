@@ -1,6 +1,7 @@
 //! Test harness: a scriptable mock upstream, an engine on port 0 with a temp data dir, and
 //! helpers to read a client's stream back into canonical form.
 
+pub mod cursor_client;
 pub mod fixtures;
 pub mod lingma;
 pub mod mock;

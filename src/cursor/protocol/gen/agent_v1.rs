@@ -31,14 +31,14 @@ pub mod agent_client_message {
     }
 }
 /// Server → client: one per RunSSE / Run response frame.
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct AgentServerMessage {
     #[prost(oneof = "agent_server_message::Message", tags = "1, 2, 3, 4, 5, 7")]
     pub message: ::core::option::Option<agent_server_message::Message>,
 }
 /// Nested message and enum types in `AgentServerMessage`.
 pub mod agent_server_message {
-    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
     pub enum Message {
         #[prost(message, tag = "1")]
         InteractionUpdate(super::InteractionUpdate),
@@ -56,25 +56,127 @@ pub mod agent_server_message {
 }
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct ClientHeartbeat {}
-/// Later parts (tools, KV blobs, interaction queries) fill these in (§4.8–§4.10).
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
-pub struct ExecClientMessage {
-    #[prost(uint32, tag = "1")]
-    pub id: u32,
-    #[prost(string, tag = "15")]
-    pub exec_id: ::prost::alloc::string::String,
-}
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+/// Exec channel (§4.8): the server asks the client to act; the client answers with the same `id`
+/// and `exec_id` (Keyhaven uses the tool call id as `exec_id`).
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ExecServerMessage {
     #[prost(uint32, tag = "1")]
     pub id: u32,
     #[prost(string, tag = "15")]
     pub exec_id: ::prost::alloc::string::String,
+    #[prost(oneof = "exec_server_message::Message", tags = "2, 3, 4, 5, 7, 8, 11, 14")]
+    pub message: ::core::option::Option<exec_server_message::Message>,
+}
+/// Nested message and enum types in `ExecServerMessage`.
+pub mod exec_server_message {
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
+    pub enum Message {
+        #[prost(message, tag = "2")]
+        ShellArgs(super::ShellArgs),
+        #[prost(message, tag = "3")]
+        WriteArgs(super::WriteArgs),
+        #[prost(message, tag = "4")]
+        DeleteArgs(super::DeleteArgs),
+        #[prost(message, tag = "5")]
+        GrepArgs(super::GrepArgs),
+        #[prost(message, tag = "7")]
+        ReadArgs(super::ReadArgs),
+        #[prost(message, tag = "8")]
+        LsArgs(super::LsArgs),
+        #[prost(message, tag = "11")]
+        McpArgs(super::McpArgs),
+        #[prost(message, tag = "14")]
+        ShellStreamArgs(super::ShellArgs),
+    }
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ExecClientMessage {
+    #[prost(uint32, tag = "1")]
+    pub id: u32,
+    #[prost(string, tag = "15")]
+    pub exec_id: ::prost::alloc::string::String,
+    #[prost(oneof = "exec_client_message::Message", tags = "2, 3, 4, 5, 7, 8, 11, 14")]
+    pub message: ::core::option::Option<exec_client_message::Message>,
+}
+/// Nested message and enum types in `ExecClientMessage`.
+pub mod exec_client_message {
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
+    pub enum Message {
+        #[prost(message, tag = "2")]
+        ShellResult(super::ShellResult),
+        #[prost(message, tag = "3")]
+        WriteResult(super::WriteResult),
+        #[prost(message, tag = "4")]
+        DeleteResult(super::DeleteResult),
+        #[prost(message, tag = "5")]
+        GrepResult(super::GrepResult),
+        #[prost(message, tag = "7")]
+        ReadResult(super::ReadResult),
+        #[prost(message, tag = "8")]
+        LsResult(super::LsResult),
+        #[prost(message, tag = "11")]
+        McpResult(super::McpResult),
+        #[prost(message, tag = "14")]
+        ShellStream(super::ShellStream),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ExecClientControlMessage {
+    #[prost(oneof = "exec_client_control_message::Message", tags = "1, 2, 3")]
+    pub message: ::core::option::Option<exec_client_control_message::Message>,
+}
+/// Nested message and enum types in `ExecClientControlMessage`.
+pub mod exec_client_control_message {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Message {
+        #[prost(message, tag = "1")]
+        StreamClose(super::ExecStreamClose),
+        #[prost(message, tag = "2")]
+        Throw(super::ExecThrow),
+        #[prost(message, tag = "3")]
+        Heartbeat(super::ExecHeartbeat),
+    }
 }
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
-pub struct ExecClientControlMessage {}
+pub struct ExecStreamClose {
+    #[prost(uint32, tag = "1")]
+    pub id: u32,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ExecThrow {
+    #[prost(uint32, tag = "1")]
+    pub id: u32,
+    #[prost(string, tag = "2")]
+    pub error: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "3")]
+    pub stack_trace: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "4")]
+    pub error_code: ::core::option::Option<::prost::alloc::string::String>,
+}
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
-pub struct ExecServerControlMessage {}
+pub struct ExecHeartbeat {
+    #[prost(uint32, tag = "1")]
+    pub id: u32,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ExecServerControlMessage {
+    #[prost(oneof = "exec_server_control_message::Message", tags = "1")]
+    pub message: ::core::option::Option<exec_server_control_message::Message>,
+}
+/// Nested message and enum types in `ExecServerControlMessage`.
+pub mod exec_server_control_message {
+    #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Message {
+        #[prost(message, tag = "1")]
+        Abort(super::ExecAbort),
+    }
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ExecAbort {
+    #[prost(uint32, tag = "1")]
+    pub id: u32,
+}
+/// KV blobs and interaction queries are filled in by a later part (§4.9, §4.10).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct KvClientMessage {}
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
@@ -88,6 +190,910 @@ pub struct InteractionQuery {
 pub struct InteractionResponse {
     #[prost(uint32, tag = "1")]
     pub id: u32,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ShellArgs {
+    #[prost(string, tag = "1")]
+    pub command: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub working_directory: ::prost::alloc::string::String,
+    #[prost(int32, tag = "3")]
+    pub timeout: i32,
+    #[prost(string, tag = "4")]
+    pub tool_call_id: ::prost::alloc::string::String,
+    #[prost(bool, tag = "11")]
+    pub is_background: bool,
+    #[prost(string, optional, tag = "15")]
+    pub description: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ShellResult {
+    #[prost(oneof = "shell_result::Result", tags = "1, 2, 3, 4, 5, 7")]
+    pub result: ::core::option::Option<shell_result::Result>,
+}
+/// Nested message and enum types in `ShellResult`.
+pub mod shell_result {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Success(super::ShellSuccess),
+        #[prost(message, tag = "2")]
+        Failure(super::ShellFailure),
+        #[prost(message, tag = "3")]
+        Timeout(super::ShellTimeout),
+        #[prost(message, tag = "4")]
+        Rejected(super::ShellRejected),
+        #[prost(message, tag = "5")]
+        SpawnError(super::ShellSpawnError),
+        #[prost(message, tag = "7")]
+        PermissionDenied(super::ShellPermissionDenied),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ShellSuccess {
+    #[prost(string, tag = "1")]
+    pub command: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub working_directory: ::prost::alloc::string::String,
+    #[prost(int32, tag = "3")]
+    pub exit_code: i32,
+    #[prost(string, tag = "4")]
+    pub signal: ::prost::alloc::string::String,
+    #[prost(string, tag = "5")]
+    pub stdout: ::prost::alloc::string::String,
+    #[prost(string, tag = "6")]
+    pub stderr: ::prost::alloc::string::String,
+    #[prost(int32, tag = "7")]
+    pub execution_time: i32,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ShellFailure {
+    #[prost(string, tag = "1")]
+    pub command: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub working_directory: ::prost::alloc::string::String,
+    #[prost(int32, tag = "3")]
+    pub exit_code: i32,
+    #[prost(string, tag = "4")]
+    pub signal: ::prost::alloc::string::String,
+    #[prost(string, tag = "5")]
+    pub stdout: ::prost::alloc::string::String,
+    #[prost(string, tag = "6")]
+    pub stderr: ::prost::alloc::string::String,
+    #[prost(int32, tag = "7")]
+    pub execution_time: i32,
+    #[prost(bool, tag = "11")]
+    pub aborted: bool,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ShellTimeout {
+    #[prost(string, tag = "1")]
+    pub command: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub working_directory: ::prost::alloc::string::String,
+    #[prost(int32, tag = "3")]
+    pub timeout_ms: i32,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ShellRejected {
+    #[prost(string, tag = "1")]
+    pub command: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub working_directory: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub reason: ::prost::alloc::string::String,
+    #[prost(bool, tag = "4")]
+    pub is_readonly: bool,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ShellSpawnError {
+    #[prost(string, tag = "1")]
+    pub command: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub working_directory: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub error: ::prost::alloc::string::String,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ShellPermissionDenied {}
+/// One event of a streamed shell exec (`shell_stream_args`).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ShellStream {
+    #[prost(oneof = "shell_stream::Event", tags = "1, 2, 3, 4, 5, 6")]
+    pub event: ::core::option::Option<shell_stream::Event>,
+}
+/// Nested message and enum types in `ShellStream`.
+pub mod shell_stream {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Event {
+        #[prost(message, tag = "1")]
+        Stdout(super::ShellStreamStdout),
+        #[prost(message, tag = "2")]
+        Stderr(super::ShellStreamStderr),
+        #[prost(message, tag = "3")]
+        Exit(super::ShellStreamExit),
+        #[prost(message, tag = "4")]
+        Start(super::ShellStreamStart),
+        #[prost(message, tag = "5")]
+        Rejected(super::ShellRejected),
+        #[prost(message, tag = "6")]
+        PermissionDenied(super::ShellPermissionDenied),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ShellStreamStdout {
+    #[prost(string, tag = "1")]
+    pub data: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ShellStreamStderr {
+    #[prost(string, tag = "1")]
+    pub data: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ShellStreamExit {
+    #[prost(uint32, tag = "1")]
+    pub code: u32,
+    #[prost(string, tag = "2")]
+    pub cwd: ::prost::alloc::string::String,
+    #[prost(bool, tag = "4")]
+    pub aborted: bool,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ShellStreamStart {}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WriteArgs {
+    #[prost(string, tag = "1")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub file_text: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub tool_call_id: ::prost::alloc::string::String,
+    #[prost(bool, tag = "4")]
+    pub return_file_content_after_write: bool,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WriteResult {
+    #[prost(oneof = "write_result::Result", tags = "1, 3, 4, 5, 6")]
+    pub result: ::core::option::Option<write_result::Result>,
+}
+/// Nested message and enum types in `WriteResult`.
+pub mod write_result {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Success(super::WriteSuccess),
+        #[prost(message, tag = "3")]
+        PermissionDenied(super::WritePermissionDenied),
+        #[prost(message, tag = "4")]
+        NoSpace(super::WriteNoSpace),
+        #[prost(message, tag = "5")]
+        Error(super::WriteError),
+        #[prost(message, tag = "6")]
+        Rejected(super::WriteRejected),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WriteSuccess {
+    #[prost(string, tag = "1")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(int32, tag = "2")]
+    pub lines_created: i32,
+    #[prost(int32, tag = "3")]
+    pub file_size: i32,
+    #[prost(string, optional, tag = "4")]
+    pub file_content_after_write: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WritePermissionDenied {
+    #[prost(string, tag = "1")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub directory: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub operation: ::prost::alloc::string::String,
+    #[prost(string, tag = "4")]
+    pub error: ::prost::alloc::string::String,
+    #[prost(bool, tag = "5")]
+    pub is_readonly: bool,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WriteNoSpace {
+    #[prost(string, tag = "1")]
+    pub path: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WriteError {
+    #[prost(string, tag = "1")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub error: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WriteRejected {
+    #[prost(string, tag = "1")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub reason: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeleteArgs {
+    #[prost(string, tag = "1")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub tool_call_id: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeleteResult {
+    #[prost(oneof = "delete_result::Result", tags = "1, 2, 3, 4, 5, 6, 7")]
+    pub result: ::core::option::Option<delete_result::Result>,
+}
+/// Nested message and enum types in `DeleteResult`.
+pub mod delete_result {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Success(super::DeleteSuccess),
+        #[prost(message, tag = "2")]
+        FileNotFound(super::PathOnly),
+        #[prost(message, tag = "3")]
+        NotFile(super::PathOnly),
+        #[prost(message, tag = "4")]
+        PermissionDenied(super::PathOnly),
+        #[prost(message, tag = "5")]
+        FileBusy(super::PathOnly),
+        #[prost(message, tag = "6")]
+        Rejected(super::PathReason),
+        #[prost(message, tag = "7")]
+        Error(super::PathError),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeleteSuccess {
+    #[prost(string, tag = "1")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub deleted_file: ::prost::alloc::string::String,
+    #[prost(int64, tag = "3")]
+    pub file_size: i64,
+    #[prost(string, tag = "4")]
+    pub prev_content: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PathOnly {
+    #[prost(string, tag = "1")]
+    pub path: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PathReason {
+    #[prost(string, tag = "1")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub reason: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PathError {
+    #[prost(string, tag = "1")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub error: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ReadArgs {
+    #[prost(string, tag = "1")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub tool_call_id: ::prost::alloc::string::String,
+    #[prost(int32, optional, tag = "4")]
+    pub offset: ::core::option::Option<i32>,
+    #[prost(uint32, optional, tag = "5")]
+    pub limit: ::core::option::Option<u32>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ReadResult {
+    #[prost(oneof = "read_result::Result", tags = "1, 2, 3, 4, 5, 6")]
+    pub result: ::core::option::Option<read_result::Result>,
+}
+/// Nested message and enum types in `ReadResult`.
+pub mod read_result {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Success(super::ReadSuccess),
+        #[prost(message, tag = "2")]
+        Error(super::PathError),
+        #[prost(message, tag = "3")]
+        Rejected(super::PathReason),
+        #[prost(message, tag = "4")]
+        FileNotFound(super::PathOnly),
+        #[prost(message, tag = "5")]
+        PermissionDenied(super::PathOnly),
+        #[prost(message, tag = "6")]
+        InvalidFile(super::PathReason),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ReadSuccess {
+    #[prost(string, tag = "1")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(int32, tag = "3")]
+    pub total_lines: i32,
+    #[prost(int64, tag = "4")]
+    pub file_size: i64,
+    #[prost(bool, tag = "6")]
+    pub truncated: bool,
+    #[prost(oneof = "read_success::Output", tags = "2, 5")]
+    pub output: ::core::option::Option<read_success::Output>,
+}
+/// Nested message and enum types in `ReadSuccess`.
+pub mod read_success {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Output {
+        #[prost(string, tag = "2")]
+        Content(::prost::alloc::string::String),
+        #[prost(bytes, tag = "5")]
+        Data(::prost::alloc::vec::Vec<u8>),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GrepArgs {
+    #[prost(string, tag = "1")]
+    pub pattern: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "2")]
+    pub path: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "3")]
+    pub glob: ::core::option::Option<::prost::alloc::string::String>,
+    /// `content`, `files_with_matches` or `count`.
+    #[prost(string, optional, tag = "4")]
+    pub output_mode: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(int32, optional, tag = "5")]
+    pub context_before: ::core::option::Option<i32>,
+    #[prost(int32, optional, tag = "6")]
+    pub context_after: ::core::option::Option<i32>,
+    #[prost(int32, optional, tag = "7")]
+    pub context: ::core::option::Option<i32>,
+    #[prost(bool, optional, tag = "8")]
+    pub case_insensitive: ::core::option::Option<bool>,
+    #[prost(string, optional, tag = "9")]
+    pub r#type: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(int32, optional, tag = "10")]
+    pub head_limit: ::core::option::Option<i32>,
+    #[prost(bool, optional, tag = "11")]
+    pub multiline: ::core::option::Option<bool>,
+    #[prost(string, tag = "14")]
+    pub tool_call_id: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct GrepResult {
+    #[prost(oneof = "grep_result::Result", tags = "1, 2")]
+    pub result: ::core::option::Option<grep_result::Result>,
+}
+/// Nested message and enum types in `GrepResult`.
+pub mod grep_result {
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Success(super::GrepSuccess),
+        #[prost(message, tag = "2")]
+        Error(super::GrepError),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GrepError {
+    #[prost(string, tag = "1")]
+    pub error: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct GrepSuccess {
+    #[prost(string, tag = "1")]
+    pub pattern: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub output_mode: ::prost::alloc::string::String,
+    #[prost(map = "string, message", tag = "4")]
+    pub workspace_results: ::std::collections::HashMap<::prost::alloc::string::String, GrepUnionResult>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct GrepUnionResult {
+    #[prost(oneof = "grep_union_result::Result", tags = "1, 2, 3")]
+    pub result: ::core::option::Option<grep_union_result::Result>,
+}
+/// Nested message and enum types in `GrepUnionResult`.
+pub mod grep_union_result {
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Count(super::GrepCountResult),
+        #[prost(message, tag = "2")]
+        Files(super::GrepFilesResult),
+        #[prost(message, tag = "3")]
+        Content(super::GrepContentResult),
+    }
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct GrepCountResult {
+    #[prost(message, repeated, tag = "1")]
+    pub counts: ::prost::alloc::vec::Vec<GrepFileCount>,
+    #[prost(int32, tag = "2")]
+    pub total_files: i32,
+    #[prost(int32, tag = "3")]
+    pub total_matches: i32,
+    #[prost(bool, tag = "4")]
+    pub client_truncated: bool,
+    #[prost(bool, tag = "5")]
+    pub ripgrep_truncated: bool,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GrepFileCount {
+    #[prost(string, tag = "1")]
+    pub file: ::prost::alloc::string::String,
+    #[prost(int32, tag = "2")]
+    pub count: i32,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GrepFilesResult {
+    #[prost(string, repeated, tag = "1")]
+    pub files: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(int32, tag = "2")]
+    pub total_files: i32,
+    #[prost(bool, tag = "3")]
+    pub client_truncated: bool,
+    #[prost(bool, tag = "4")]
+    pub ripgrep_truncated: bool,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct GrepContentResult {
+    #[prost(message, repeated, tag = "1")]
+    pub matches: ::prost::alloc::vec::Vec<GrepFileMatch>,
+    #[prost(int32, tag = "2")]
+    pub total_lines: i32,
+    #[prost(int32, tag = "3")]
+    pub total_matched_lines: i32,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct GrepFileMatch {
+    #[prost(string, tag = "1")]
+    pub file: ::prost::alloc::string::String,
+    #[prost(message, repeated, tag = "2")]
+    pub matches: ::prost::alloc::vec::Vec<GrepContentMatch>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GrepContentMatch {
+    #[prost(int32, tag = "1")]
+    pub line_number: i32,
+    #[prost(string, tag = "2")]
+    pub content: ::prost::alloc::string::String,
+    #[prost(bool, tag = "3")]
+    pub content_truncated: bool,
+    #[prost(bool, tag = "4")]
+    pub is_context_line: bool,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct LsArgs {
+    #[prost(string, tag = "1")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(string, repeated, tag = "2")]
+    pub ignore: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, tag = "3")]
+    pub tool_call_id: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct LsResult {
+    #[prost(oneof = "ls_result::Result", tags = "1, 2, 3, 4")]
+    pub result: ::core::option::Option<ls_result::Result>,
+}
+/// Nested message and enum types in `LsResult`.
+pub mod ls_result {
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Success(super::LsSuccess),
+        #[prost(message, tag = "2")]
+        Error(super::PathError),
+        #[prost(message, tag = "3")]
+        Rejected(super::PathReason),
+        #[prost(message, tag = "4")]
+        Timeout(super::LsSuccess),
+    }
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct LsSuccess {
+    #[prost(message, optional, tag = "1")]
+    pub directory_tree_root: ::core::option::Option<LsDirectoryTreeNode>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct LsDirectoryTreeNode {
+    #[prost(string, tag = "1")]
+    pub abs_path: ::prost::alloc::string::String,
+    #[prost(message, repeated, tag = "2")]
+    pub children_dirs: ::prost::alloc::vec::Vec<LsDirectoryTreeNode>,
+    #[prost(message, repeated, tag = "3")]
+    pub children_files: ::prost::alloc::vec::Vec<LsFile>,
+    #[prost(bool, tag = "4")]
+    pub children_were_processed: bool,
+    #[prost(int32, tag = "6")]
+    pub num_files: i32,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct LsFile {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct McpArgs {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(map = "string, message", tag = "2")]
+    pub args: ::std::collections::HashMap<::prost::alloc::string::String, JsonValue>,
+    #[prost(string, tag = "3")]
+    pub tool_call_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "4")]
+    pub provider_identifier: ::prost::alloc::string::String,
+    #[prost(string, tag = "5")]
+    pub tool_name: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct McpResult {
+    #[prost(oneof = "mcp_result::Result", tags = "1, 2, 3, 4, 5")]
+    pub result: ::core::option::Option<mcp_result::Result>,
+}
+/// Nested message and enum types in `McpResult`.
+pub mod mcp_result {
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Success(super::McpSuccess),
+        #[prost(message, tag = "2")]
+        Error(super::McpError),
+        #[prost(message, tag = "3")]
+        Rejected(super::McpRejected),
+        #[prost(message, tag = "4")]
+        PermissionDenied(super::McpPermissionDenied),
+        #[prost(message, tag = "5")]
+        ToolNotFound(super::McpToolNotFound),
+    }
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct McpSuccess {
+    #[prost(message, repeated, tag = "1")]
+    pub content: ::prost::alloc::vec::Vec<McpContent>,
+    #[prost(bool, tag = "2")]
+    pub is_error: bool,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct McpContent {
+    #[prost(oneof = "mcp_content::Content", tags = "1, 2")]
+    pub content: ::core::option::Option<mcp_content::Content>,
+}
+/// Nested message and enum types in `McpContent`.
+pub mod mcp_content {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Content {
+        #[prost(message, tag = "1")]
+        Text(super::McpTextContent),
+        #[prost(message, tag = "2")]
+        Image(super::McpImageContent),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct McpTextContent {
+    #[prost(string, tag = "1")]
+    pub text: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct McpImageContent {
+    #[prost(bytes = "vec", tag = "1")]
+    pub data: ::prost::alloc::vec::Vec<u8>,
+    #[prost(string, tag = "2")]
+    pub mime_type: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct McpError {
+    #[prost(string, tag = "1")]
+    pub error: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct McpRejected {
+    #[prost(string, tag = "1")]
+    pub reason: ::prost::alloc::string::String,
+    #[prost(bool, tag = "2")]
+    pub is_readonly: bool,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct McpPermissionDenied {}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct McpToolNotFound {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, repeated, tag = "2")]
+    pub available_tools: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+/// `google.protobuf.Value`, `Struct` and `ListValue`, declared here with the same field numbers
+/// (the wire format is identical), so no well-known-types crate is needed.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct JsonValue {
+    #[prost(oneof = "json_value::Kind", tags = "1, 2, 3, 4, 5, 6")]
+    pub kind: ::core::option::Option<json_value::Kind>,
+}
+/// Nested message and enum types in `JsonValue`.
+pub mod json_value {
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
+    pub enum Kind {
+        #[prost(enumeration = "super::JsonNull", tag = "1")]
+        NullValue(i32),
+        #[prost(double, tag = "2")]
+        NumberValue(f64),
+        #[prost(string, tag = "3")]
+        StringValue(::prost::alloc::string::String),
+        #[prost(bool, tag = "4")]
+        BoolValue(bool),
+        #[prost(message, tag = "5")]
+        StructValue(super::JsonStruct),
+        #[prost(message, tag = "6")]
+        ListValue(super::JsonList),
+    }
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct JsonStruct {
+    #[prost(map = "string, message", tag = "1")]
+    pub fields: ::std::collections::HashMap<::prost::alloc::string::String, JsonValue>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct JsonList {
+    #[prost(message, repeated, tag = "1")]
+    pub values: ::prost::alloc::vec::Vec<JsonValue>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ToolCall {
+    #[prost(oneof = "tool_call::Tool", tags = "1, 3, 4, 5, 8, 12, 13, 15")]
+    pub tool: ::core::option::Option<tool_call::Tool>,
+}
+/// Nested message and enum types in `ToolCall`.
+pub mod tool_call {
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
+    pub enum Tool {
+        #[prost(message, tag = "1")]
+        ShellToolCall(super::ShellToolCall),
+        #[prost(message, tag = "3")]
+        DeleteToolCall(super::DeleteToolCall),
+        #[prost(message, tag = "4")]
+        GlobToolCall(super::GlobToolCall),
+        #[prost(message, tag = "5")]
+        GrepToolCall(super::GrepToolCall),
+        #[prost(message, tag = "8")]
+        ReadToolCall(super::ReadToolCall),
+        #[prost(message, tag = "12")]
+        EditToolCall(super::EditToolCall),
+        #[prost(message, tag = "13")]
+        LsToolCall(super::LsToolCall),
+        #[prost(message, tag = "15")]
+        McpToolCall(super::McpToolCall),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ShellToolCall {
+    #[prost(message, optional, tag = "1")]
+    pub args: ::core::option::Option<ShellArgs>,
+    #[prost(message, optional, tag = "2")]
+    pub result: ::core::option::Option<ShellResult>,
+    #[prost(string, optional, tag = "3")]
+    pub description: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DeleteToolCall {
+    #[prost(message, optional, tag = "1")]
+    pub args: ::core::option::Option<DeleteArgs>,
+    #[prost(message, optional, tag = "2")]
+    pub result: ::core::option::Option<DeleteResult>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GlobToolCall {
+    #[prost(message, optional, tag = "1")]
+    pub args: ::core::option::Option<GlobToolArgs>,
+    #[prost(message, optional, tag = "2")]
+    pub result: ::core::option::Option<GlobToolResult>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GlobToolArgs {
+    #[prost(string, optional, tag = "1")]
+    pub target_directory: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, tag = "2")]
+    pub glob_pattern: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GlobToolResult {
+    #[prost(oneof = "glob_tool_result::Result", tags = "1, 2")]
+    pub result: ::core::option::Option<glob_tool_result::Result>,
+}
+/// Nested message and enum types in `GlobToolResult`.
+pub mod glob_tool_result {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Success(super::GlobToolSuccess),
+        #[prost(message, tag = "2")]
+        Error(super::GrepError),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GlobToolSuccess {
+    #[prost(string, tag = "1")]
+    pub pattern: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(string, repeated, tag = "3")]
+    pub files: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(int32, tag = "4")]
+    pub total_files: i32,
+    #[prost(bool, tag = "5")]
+    pub client_truncated: bool,
+    #[prost(bool, tag = "6")]
+    pub ripgrep_truncated: bool,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct GrepToolCall {
+    #[prost(message, optional, tag = "1")]
+    pub args: ::core::option::Option<GrepArgs>,
+    #[prost(message, optional, tag = "2")]
+    pub result: ::core::option::Option<GrepResult>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ReadToolCall {
+    #[prost(message, optional, tag = "1")]
+    pub args: ::core::option::Option<ReadToolArgs>,
+    #[prost(message, optional, tag = "2")]
+    pub result: ::core::option::Option<ReadToolResult>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ReadToolArgs {
+    #[prost(string, tag = "1")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(int32, optional, tag = "2")]
+    pub offset: ::core::option::Option<i32>,
+    #[prost(int32, optional, tag = "3")]
+    pub limit: ::core::option::Option<i32>,
+    #[prost(bool, optional, tag = "5")]
+    pub include_line_numbers: ::core::option::Option<bool>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ReadToolResult {
+    #[prost(oneof = "read_tool_result::Result", tags = "1, 2")]
+    pub result: ::core::option::Option<read_tool_result::Result>,
+}
+/// Nested message and enum types in `ReadToolResult`.
+pub mod read_tool_result {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Success(super::ReadToolSuccess),
+        #[prost(message, tag = "2")]
+        Error(super::ReadToolError),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ReadToolSuccess {
+    #[prost(bool, tag = "2")]
+    pub is_empty: bool,
+    #[prost(bool, tag = "3")]
+    pub exceeded_limit: bool,
+    #[prost(int32, tag = "4")]
+    pub total_lines: i32,
+    #[prost(int64, tag = "5")]
+    pub file_size: i64,
+    #[prost(string, tag = "7")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(oneof = "read_tool_success::Output", tags = "1")]
+    pub output: ::core::option::Option<read_tool_success::Output>,
+}
+/// Nested message and enum types in `ReadToolSuccess`.
+pub mod read_tool_success {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Output {
+        #[prost(string, tag = "1")]
+        Content(::prost::alloc::string::String),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ReadToolError {
+    #[prost(string, tag = "1")]
+    pub error_message: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct EditToolCall {
+    #[prost(message, optional, tag = "1")]
+    pub args: ::core::option::Option<EditArgs>,
+    #[prost(message, optional, tag = "2")]
+    pub result: ::core::option::Option<EditResult>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct EditArgs {
+    #[prost(string, tag = "1")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "6")]
+    pub stream_content: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct EditResult {
+    #[prost(oneof = "edit_result::Result", tags = "1, 2, 3, 4, 6, 7")]
+    pub result: ::core::option::Option<edit_result::Result>,
+}
+/// Nested message and enum types in `EditResult`.
+pub mod edit_result {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Success(super::EditSuccess),
+        #[prost(message, tag = "2")]
+        FileNotFound(super::PathOnly),
+        #[prost(message, tag = "3")]
+        ReadPermissionDenied(super::PathOnly),
+        #[prost(message, tag = "4")]
+        WritePermissionDenied(super::PathOnly),
+        #[prost(message, tag = "6")]
+        Rejected(super::PathReason),
+        #[prost(message, tag = "7")]
+        Error(super::EditError),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct EditSuccess {
+    #[prost(string, tag = "1")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(int32, tag = "3")]
+    pub lines_added: i32,
+    #[prost(int32, tag = "4")]
+    pub lines_removed: i32,
+    #[prost(string, tag = "5")]
+    pub diff_string: ::prost::alloc::string::String,
+    #[prost(string, tag = "6")]
+    pub before_full_file_content: ::prost::alloc::string::String,
+    #[prost(string, tag = "7")]
+    pub after_full_file_content: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "8")]
+    pub message: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct EditError {
+    #[prost(string, tag = "1")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub error: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "5")]
+    pub model_visible_error: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct LsToolCall {
+    #[prost(message, optional, tag = "1")]
+    pub args: ::core::option::Option<LsArgs>,
+    #[prost(message, optional, tag = "2")]
+    pub result: ::core::option::Option<LsResult>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct McpToolCall {
+    #[prost(message, optional, tag = "1")]
+    pub args: ::core::option::Option<McpArgs>,
+    #[prost(message, optional, tag = "2")]
+    pub result: ::core::option::Option<McpToolResult>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct McpToolResult {
+    #[prost(oneof = "mcp_tool_result::Result", tags = "1, 2, 3, 4")]
+    pub result: ::core::option::Option<mcp_tool_result::Result>,
+}
+/// Nested message and enum types in `McpToolResult`.
+pub mod mcp_tool_result {
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Success(super::McpSuccess),
+        #[prost(message, tag = "2")]
+        Error(super::McpError),
+        #[prost(message, tag = "3")]
+        Rejected(super::McpRejected),
+        #[prost(message, tag = "4")]
+        PermissionDenied(super::McpPermissionDenied),
+    }
 }
 /// §4.12: a local server can ignore it.
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -139,9 +1145,25 @@ pub struct PreFetchedBlob {
     #[prost(bytes = "vec", tag = "2")]
     pub value: ::prost::alloc::vec::Vec<u8>,
 }
-/// Tool definitions are read by a later part; `input_schema` is a google.protobuf.Value there.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
-pub struct McpTools {}
+/// MCP tools the client can execute (§4.5): `input_schema` is a JSON Schema as a protobuf Value.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct McpTools {
+    #[prost(message, repeated, tag = "1")]
+    pub mcp_tools: ::prost::alloc::vec::Vec<McpToolDefinition>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct McpToolDefinition {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub description: ::prost::alloc::string::String,
+    #[prost(message, optional, tag = "3")]
+    pub input_schema: ::core::option::Option<JsonValue>,
+    #[prost(string, tag = "4")]
+    pub provider_identifier: ::prost::alloc::string::String,
+    #[prost(string, tag = "5")]
+    pub tool_name: ::prost::alloc::string::String,
+}
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct ThinkingDetails {}
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -281,6 +1303,8 @@ pub struct RequestContext {
     pub rules: ::prost::alloc::vec::Vec<CursorRule>,
     #[prost(message, optional, tag = "4")]
     pub env: ::core::option::Option<RequestContextEnv>,
+    #[prost(message, repeated, tag = "7")]
+    pub tools: ::prost::alloc::vec::Vec<McpToolDefinition>,
     #[prost(bool, optional, tag = "17")]
     pub web_search_enabled: ::core::option::Option<bool>,
     #[prost(bool, optional, tag = "24")]
@@ -308,23 +1332,29 @@ pub struct RequestContextEnv {
     #[prost(string, tag = "21")]
     pub process_working_directory: ::prost::alloc::string::String,
 }
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct InteractionUpdate {
-    #[prost(oneof = "interaction_update::Message", tags = "1, 4, 5, 6, 8, 9, 10, 11, 13, 14, 16, 17")]
+    #[prost(oneof = "interaction_update::Message", tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17")]
     pub message: ::core::option::Option<interaction_update::Message>,
 }
 /// Nested message and enum types in `InteractionUpdate`.
 pub mod interaction_update {
-    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
     pub enum Message {
         #[prost(message, tag = "1")]
         TextDelta(super::TextDeltaUpdate),
+        #[prost(message, tag = "2")]
+        ToolCallStarted(super::ToolCallStartedUpdate),
+        #[prost(message, tag = "3")]
+        ToolCallCompleted(super::ToolCallCompletedUpdate),
         #[prost(message, tag = "4")]
         ThinkingDelta(super::ThinkingDeltaUpdate),
         #[prost(message, tag = "5")]
         ThinkingCompleted(super::ThinkingCompletedUpdate),
         #[prost(message, tag = "6")]
         UserMessageAppended(super::UserMessageAppendedUpdate),
+        #[prost(message, tag = "7")]
+        PartialToolCall(super::PartialToolCallUpdate),
         #[prost(message, tag = "8")]
         TokenDelta(super::TokenDeltaUpdate),
         #[prost(message, tag = "9")]
@@ -333,10 +1363,14 @@ pub mod interaction_update {
         SummaryStarted(super::SummaryStartedUpdate),
         #[prost(message, tag = "11")]
         SummaryCompleted(super::SummaryCompletedUpdate),
+        #[prost(message, tag = "12")]
+        ShellOutputDelta(super::ShellOutputDeltaUpdate),
         #[prost(message, tag = "13")]
         Heartbeat(super::HeartbeatUpdate),
         #[prost(message, tag = "14")]
         TurnEnded(super::TurnEndedUpdate),
+        #[prost(message, tag = "15")]
+        ToolCallDelta(super::ToolCallDeltaUpdate),
         #[prost(message, tag = "16")]
         StepStarted(super::StepStartedUpdate),
         #[prost(message, tag = "17")]
@@ -347,6 +1381,98 @@ pub mod interaction_update {
 pub struct TextDeltaUpdate {
     #[prost(string, tag = "1")]
     pub text: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ToolCallStartedUpdate {
+    #[prost(string, tag = "1")]
+    pub call_id: ::prost::alloc::string::String,
+    #[prost(message, optional, tag = "2")]
+    pub tool_call: ::core::option::Option<ToolCall>,
+    #[prost(string, tag = "3")]
+    pub model_call_id: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ToolCallCompletedUpdate {
+    #[prost(string, tag = "1")]
+    pub call_id: ::prost::alloc::string::String,
+    #[prost(message, optional, tag = "2")]
+    pub tool_call: ::core::option::Option<ToolCall>,
+    #[prost(string, tag = "3")]
+    pub model_call_id: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct PartialToolCallUpdate {
+    #[prost(string, tag = "1")]
+    pub call_id: ::prost::alloc::string::String,
+    #[prost(message, optional, tag = "2")]
+    pub tool_call: ::core::option::Option<ToolCall>,
+    #[prost(string, tag = "3")]
+    pub args_text_delta: ::prost::alloc::string::String,
+    #[prost(string, tag = "4")]
+    pub model_call_id: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ShellOutputDeltaUpdate {
+    #[prost(oneof = "shell_output_delta_update::Event", tags = "1, 2, 3, 4")]
+    pub event: ::core::option::Option<shell_output_delta_update::Event>,
+}
+/// Nested message and enum types in `ShellOutputDeltaUpdate`.
+pub mod shell_output_delta_update {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Event {
+        #[prost(message, tag = "1")]
+        Stdout(super::ShellStreamStdout),
+        #[prost(message, tag = "2")]
+        Stderr(super::ShellStreamStderr),
+        #[prost(message, tag = "3")]
+        Exit(super::ShellStreamExit),
+        #[prost(message, tag = "4")]
+        Start(super::ShellStreamStart),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ToolCallDeltaUpdate {
+    #[prost(string, tag = "1")]
+    pub call_id: ::prost::alloc::string::String,
+    #[prost(message, optional, tag = "2")]
+    pub tool_call_delta: ::core::option::Option<ToolCallDelta>,
+    #[prost(string, tag = "3")]
+    pub model_call_id: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ToolCallDelta {
+    #[prost(oneof = "tool_call_delta::Delta", tags = "1, 3")]
+    pub delta: ::core::option::Option<tool_call_delta::Delta>,
+}
+/// Nested message and enum types in `ToolCallDelta`.
+pub mod tool_call_delta {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Delta {
+        #[prost(message, tag = "1")]
+        ShellToolCallDelta(super::ShellToolCallDelta),
+        #[prost(message, tag = "3")]
+        EditToolCallDelta(super::EditToolCallDelta),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ShellToolCallDelta {
+    #[prost(oneof = "shell_tool_call_delta::Stream", tags = "1, 2")]
+    pub stream: ::core::option::Option<shell_tool_call_delta::Stream>,
+}
+/// Nested message and enum types in `ShellToolCallDelta`.
+pub mod shell_tool_call_delta {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Stream {
+        #[prost(message, tag = "1")]
+        Stdout(super::ShellStreamStdout),
+        #[prost(message, tag = "2")]
+        Stderr(super::ShellStreamStderr),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct EditToolCallDelta {
+    #[prost(string, tag = "1")]
+    pub stream_content_delta: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct ThinkingDeltaUpdate {
@@ -461,6 +1587,29 @@ pub struct GetDefaultModelForCliRequest {}
 pub struct GetDefaultModelForCliResponse {
     #[prost(message, optional, tag = "1")]
     pub model: ::core::option::Option<ModelDetails>,
+}
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum JsonNull {
+    NullValue = 0,
+}
+impl JsonNull {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::NullValue => "JSON_NULL_NULL_VALUE",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "JSON_NULL_NULL_VALUE" => Some(Self::NullValue),
+            _ => None,
+        }
+    }
 }
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]

@@ -1,0 +1,96 @@
+//! Conversation id → conversation (cursor-backend-design.md "cursor/conversation"): the
+//! transcript each Cursor chat continues, and its current run.
+//!
+//! - One run at a time per conversation: a new run cancels the current one (as Cursor's
+//!   `new_message_submitted` does) and waits for its transcript lock, so runs of one conversation
+//!   never interleave their appends.
+//! - A conversation not in memory is loaded from the store (its persisted messages), so a
+//!   restarted Keyhaven continues the same transcript and the provider still sees a growing
+//!   prefix.
+//! - The registry is bounded; idle conversations beyond the bound are dropped from memory (their
+//!   transcript stays in the store).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::run::{RunCommand, RunHandle, Transcript};
+use crate::store::Store;
+
+/// Conversations kept in memory at most (idle ones beyond are dropped).
+const MAX_CONVERSATIONS: usize = 256;
+
+#[derive(Debug)]
+pub struct Conversation {
+    pub id: String,
+    /// Held by the run working on the conversation.
+    pub transcript: tokio::sync::Mutex<Transcript>,
+    current: Mutex<Option<RunHandle>>,
+}
+
+impl Conversation {
+    fn new(id: &str, transcript: Transcript) -> Conversation {
+        Conversation { id: id.to_owned(), transcript: tokio::sync::Mutex::new(transcript), current: Mutex::new(None) }
+    }
+
+    /// A conversation that is not registered (no conversation id: nothing to continue).
+    pub fn detached(id: &str) -> Arc<Conversation> {
+        Arc::new(Conversation::new(id, Transcript::new()))
+    }
+
+    /// Cancels the run working on this conversation, if any.
+    pub fn supersede(&self, reason: &str) {
+        if let Some(h) = self.current.lock().ok().and_then(|c| c.clone()) {
+            h.send(None, RunCommand::Cancel { reason: reason.to_owned() });
+        }
+    }
+
+    /// Records the run now working on the conversation.
+    pub fn set_current(&self, handle: Option<RunHandle>) {
+        if let Ok(mut c) = self.current.lock() {
+            *c = handle;
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Conversations {
+    store: Option<Arc<Store>>,
+    map: Mutex<HashMap<String, Arc<Conversation>>>,
+}
+
+impl Conversations {
+    pub fn new(store: Option<Arc<Store>>) -> Conversations {
+        Conversations { store, map: Mutex::default() }
+    }
+
+    pub fn store(&self) -> Option<&Arc<Store>> {
+        self.store.as_ref()
+    }
+
+    /// The conversation `id`, loaded from the store when it is not in memory.
+    pub async fn get(&self, id: &str) -> Arc<Conversation> {
+        if let Some(c) = self.map.lock().ok().and_then(|m| m.get(id).cloned()) {
+            return c;
+        }
+        let transcript = match &self.store {
+            Some(store) => match store.conversation_messages(id).await {
+                Ok(rows) => Transcript::from_entries(rows.into_iter().map(|m| m.entry)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not load a conversation's transcript; starting it afresh");
+                    Transcript::new()
+                }
+            },
+            None => Transcript::new(),
+        };
+        let Ok(mut map) = self.map.lock() else { return Conversation::detached(id) };
+        if let Some(c) = map.get(id) {
+            return c.clone();
+        }
+        if map.len() >= MAX_CONVERSATIONS {
+            map.retain(|_, c| Arc::strong_count(c) > 1);
+        }
+        let c = Arc::new(Conversation::new(id, transcript));
+        map.insert(id.to_owned(), c.clone());
+        c
+    }
+}

@@ -1,0 +1,22 @@
+//! The agent's tools on Cursor's wire (cursor-backend-design.md "cursor/tools"):
+//!
+//! - [`catalog`]: the one list of tool definitions the model sees (names, descriptions, JSON
+//!   Schemas), plus the MCP tools of the run request, and each tool's card case.
+//! - [`exec`]: the exec channel: `exec_server_message` requests with per-run ids, results routed
+//!   back by id, `stream_close` / `throw` / `heartbeat` control, a silence timeout, and
+//!   `exec_server_control_message.abort` for every exec abandoned (cancel, timeout, drop).
+//! - [`dispatch`]: [`dispatch::CursorTools`], the `run::ToolHost` for Cursor: one function per tool
+//!   kind turning the model's arguments into execs and tool cards (`tool_call_started`,
+//!   `tool_call_completed`, call id = exec id = the model's tool call id) and the result text the
+//!   model sees.
+//! - [`edit`]: before/after, lines added and removed, and the unified diff of an edit card.
+//! - [`json`]: JSON ↔ `google.protobuf.Value` (MCP arguments and schemas).
+
+pub mod catalog;
+pub mod dispatch;
+pub mod edit;
+pub mod exec;
+pub mod json;
+
+#[cfg(test)]
+mod tests;

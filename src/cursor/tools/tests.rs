@@ -1,0 +1,1 @@
+//! Unit tests of the Cursor tool catalog, edits and JSON conversion.

@@ -1,0 +1,284 @@
+//! Agent transcripts in SQLite (migration 0004): conversations, runs, tool rounds, the
+//! append-only message log and checkpoints.
+//!
+//! Every write is one [`ConversationOp`] applied by the serial writer:
+//! - starting a run creates its conversation row when missing (and bumps `updated_ms`);
+//! - appending a message is idempotent: a message id (or a position) the conversation already
+//!   holds changes nothing, and the op reports 0 rows;
+//! - a run is finished once: a finish for a run that is no longer `running` changes nothing;
+//! - a tool round is keyed by (run, step); a repeat changes nothing.
+
+use rusqlite::{Connection, OptionalExtension, named_params};
+
+use crate::model::{Entry, Message, RunFinish, RunRecord, RunStart, RunStatus, StoredMessage, ToolRoundRecord, Usage};
+use crate::store::StoreError;
+use crate::store::writer::to_i64;
+
+/// A checkpoint as stored: the first `seq` messages of the conversation, versioned state bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointRecord {
+    pub conversation_id: String,
+    pub seq: u64,
+    pub run_id: Option<String>,
+    pub version: u32,
+    pub created_ms: i64,
+    pub state: Vec<u8>,
+}
+
+/// One transcript write.
+#[derive(Debug, Clone)]
+pub enum ConversationOp {
+    StartRun(RunStart),
+    Append { conversation_id: String, seq: u64, run_id: Option<String>, entry: Entry, created_ms: i64 },
+    ToolRound(ToolRoundRecord),
+    FinishRun(RunFinish),
+    Checkpoint(CheckpointRecord),
+}
+
+impl ConversationOp {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            ConversationOp::StartRun(_) => "start_run",
+            ConversationOp::Append { .. } => "append_message",
+            ConversationOp::ToolRound(_) => "tool_round",
+            ConversationOp::FinishRun(_) => "finish_run",
+            ConversationOp::Checkpoint(_) => "checkpoint",
+        }
+    }
+}
+
+fn changed(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// Applies one op inside the writer's transaction; returns the rows it inserted or changed.
+pub(crate) fn apply(conn: &Connection, op: &ConversationOp, epoch: i64) -> rusqlite::Result<u64> {
+    match op {
+        ConversationOp::StartRun(s) => {
+            conn.prepare_cached(
+                "INSERT INTO conversations (id, client, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?3) \
+                 ON CONFLICT (id) DO UPDATE SET updated_ms = MAX(updated_ms, excluded.updated_ms)",
+            )?
+            .execute(rusqlite::params![s.conversation_id, s.client, s.started_ms])?;
+            let n = conn
+                .prepare_cached(
+                    "INSERT INTO runs (id, conversation_id, model, status, started_ms, process_epoch) \
+                     VALUES (?1, ?2, ?3, 'running', ?4, ?5) ON CONFLICT (id) DO NOTHING",
+                )?
+                .execute(rusqlite::params![s.id, s.conversation_id, s.model, s.started_ms, epoch])?;
+            Ok(changed(n))
+        }
+        ConversationOp::Append { conversation_id, seq, run_id, entry, created_ms } => {
+            let content = serde_json::to_string(&entry.message.content)
+                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+            let role = serde_json::to_value(entry.message.role)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            let n = conn
+                .prepare_cached(
+                    "INSERT INTO messages (conversation_id, seq, message_id, run_id, role, content, created_ms) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING",
+                )?
+                .execute(rusqlite::params![
+                    conversation_id,
+                    to_i64(*seq),
+                    entry.id,
+                    run_id,
+                    role,
+                    content,
+                    created_ms
+                ])?;
+            Ok(changed(n))
+        }
+        ConversationOp::ToolRound(r) => {
+            let n = conn
+                .prepare_cached(
+                    "INSERT INTO tool_rounds (run_id, step, started_ms, finished_ms, calls, failed, status) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING",
+                )?
+                .execute(rusqlite::params![
+                    r.run_id,
+                    r.step,
+                    r.started_ms,
+                    r.finished_ms,
+                    r.calls,
+                    r.failed,
+                    r.status
+                ])?;
+            Ok(changed(n))
+        }
+        ConversationOp::FinishRun(f) => {
+            let n = conn
+                .prepare_cached(
+                    "UPDATE runs SET status = :status, finished_ms = :finished_ms, steps = :steps, \
+                 input_tokens = :input, output_tokens = :output, cache_read_tokens = :cache_read, \
+                 cache_write_tokens = :cache_write, error_kind = :error_kind, error_message = :error_message \
+                 WHERE id = :id AND status = 'running'",
+                )?
+                .execute(named_params! {
+                    ":id": f.id,
+                    ":status": f.status.as_str(),
+                    ":finished_ms": f.finished_ms,
+                    ":steps": f.steps,
+                    ":input": to_i64(f.usage.input_tokens),
+                    ":output": to_i64(f.usage.output_tokens),
+                    ":cache_read": to_i64(f.usage.cache_read_tokens),
+                    ":cache_write": to_i64(f.usage.cache_write_tokens),
+                    ":error_kind": f.error.as_ref().map(|e| e.kind.as_str()),
+                    ":error_message": f.error.as_ref().map(|e| e.message.as_str()),
+                })?;
+            Ok(changed(n))
+        }
+        ConversationOp::Checkpoint(c) => {
+            let n = conn
+                .prepare_cached(
+                    "INSERT INTO checkpoints (conversation_id, seq, run_id, version, created_ms, state) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (conversation_id, seq) DO UPDATE SET \
+                     run_id = excluded.run_id, version = excluded.version, created_ms = excluded.created_ms, \
+                     state = excluded.state",
+                )?
+                .execute(rusqlite::params![
+                    c.conversation_id,
+                    to_i64(c.seq),
+                    c.run_id,
+                    c.version,
+                    c.created_ms,
+                    c.state
+                ])?;
+            Ok(changed(n))
+        }
+    }
+}
+
+/// Marks `running` runs of earlier processes `interrupted` (start-up).
+pub(crate) fn interrupt_stale_runs(conn: &Connection, epoch: i64) -> rusqlite::Result<u64> {
+    let n = conn
+        .prepare_cached(
+            "UPDATE runs SET status = 'interrupted', finished_ms = ?1, error_kind = 'interrupted', \
+             error_message = 'Keyhaven stopped before this run finished' \
+             WHERE status = 'running' AND process_epoch < ?1",
+        )?
+        .execute([epoch])?;
+    Ok(changed(n))
+}
+
+fn to_u64(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+/// The conversation's messages in order.
+pub(crate) fn messages(conn: &Connection, conversation_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, message_id, run_id, role, content FROM messages WHERE conversation_id = ?1 ORDER BY seq",
+    )?;
+    let rows = stmt.query_map([conversation_id], |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, Option<String>>(2)?,
+            r.get::<_, String>(3)?,
+            r.get::<_, String>(4)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (seq, id, run_id, role, content) = row?;
+        let role = serde_json::from_value(serde_json::Value::String(role.clone()))
+            .map_err(|_| StoreError::Corrupt(format!("message {id}: unknown role `{role}`")))?;
+        let content = serde_json::from_str(&content)
+            .map_err(|e| StoreError::Corrupt(format!("message {id}: content does not decode: {e}")))?;
+        out.push(StoredMessage { seq: to_u64(seq), run_id, entry: Entry { id, message: Message { role, content } } });
+    }
+    Ok(out)
+}
+
+/// The conversation's runs, oldest first.
+pub(crate) fn runs(conn: &Connection, conversation_id: &str) -> Result<Vec<RunRecord>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, conversation_id, model, status, started_ms, finished_ms, steps, input_tokens, output_tokens, \
+         cache_read_tokens, cache_write_tokens, error_kind FROM runs WHERE conversation_id = ?1 \
+         ORDER BY started_ms, id",
+    )?;
+    let rows = stmt.query_map([conversation_id], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, String>(3)?,
+            r.get::<_, i64>(4)?,
+            r.get::<_, Option<i64>>(5)?,
+            r.get::<_, i64>(6)?,
+            [r.get::<_, i64>(7)?, r.get::<_, i64>(8)?, r.get::<_, i64>(9)?, r.get::<_, i64>(10)?],
+            r.get::<_, Option<String>>(11)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (id, conversation_id, model, status, started_ms, finished_ms, steps, t, error_kind) = row?;
+        let status =
+            RunStatus::parse(&status).ok_or_else(|| StoreError::Corrupt(format!("run {id}: status `{status}`")))?;
+        out.push(RunRecord {
+            id,
+            conversation_id,
+            model,
+            status,
+            started_ms,
+            finished_ms,
+            steps: u32::try_from(steps).unwrap_or(0),
+            usage: Usage {
+                input_tokens: to_u64(t[0]),
+                output_tokens: to_u64(t[1]),
+                cache_read_tokens: to_u64(t[2]),
+                cache_write_tokens: to_u64(t[3]),
+                reasoning_tokens: 0,
+            },
+            error_kind,
+        });
+    }
+    Ok(out)
+}
+
+/// The run's tool rounds, by step.
+pub(crate) fn tool_rounds(conn: &Connection, run_id: &str) -> Result<Vec<ToolRoundRecord>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT run_id, step, started_ms, finished_ms, calls, failed, status FROM tool_rounds \
+         WHERE run_id = ?1 ORDER BY step",
+    )?;
+    let rows = stmt.query_map([run_id], |r| {
+        Ok(ToolRoundRecord {
+            run_id: r.get(0)?,
+            step: r.get(1)?,
+            started_ms: r.get(2)?,
+            finished_ms: r.get(3)?,
+            calls: r.get(4)?,
+            failed: r.get(5)?,
+            status: r.get(6)?,
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The newest checkpoint of the conversation.
+pub(crate) fn latest_checkpoint(
+    conn: &Connection,
+    conversation_id: &str,
+) -> Result<Option<CheckpointRecord>, StoreError> {
+    let row = conn
+        .prepare_cached(
+            "SELECT conversation_id, seq, run_id, version, created_ms, state FROM checkpoints \
+             WHERE conversation_id = ?1 ORDER BY seq DESC LIMIT 1",
+        )?
+        .query_row([conversation_id], |r| {
+            Ok(CheckpointRecord {
+                conversation_id: r.get(0)?,
+                seq: to_u64(r.get(1)?),
+                run_id: r.get(2)?,
+                version: r.get(3)?,
+                created_ms: r.get(4)?,
+                state: r.get(5)?,
+            })
+        })
+        .optional()?;
+    Ok(row)
+}

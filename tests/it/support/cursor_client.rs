@@ -1,0 +1,866 @@
+//! A Cursor client simulator for agent turns with tools, written from cursor-protocol.md §4.8 and
+//! §5.3: it opens RunSSE through the engine's intercepting proxy (trusting only the engine's CA),
+//! appends the run request, then reads the stream and really executes every exec request
+//! (read, write, delete, grep and glob, ls, shell through `sh -c`, MCP) against a temporary
+//! workspace, answering with hex BidiAppends in seqno order and a `stream_close` after each
+//! reply, the way the IDE does. A [`Policy`] makes it misbehave per exec (never answer, throw,
+//! reject, answer late with heartbeats).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use keyhaven::cursor::protocol::agent::{
+    self, agent_client_message, agent_server_message, exec_client_control_message, exec_client_message,
+    exec_server_control_message, exec_server_message, grep_union_result, interaction_update, shell_stream,
+};
+use keyhaven::cursor::protocol::aiserver;
+use keyhaven::cursor::protocol::connect::{self, Envelope, EnvelopeDecoder};
+use keyhaven::secrets::MemoryKeyring;
+use prost::Message;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{Value, json};
+
+use crate::proxy::connect_via_proxy;
+use crate::support::{MockUpstream, TestEngine, config_text};
+
+/// A hang guard for one read or request; assertions never depend on it.
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+// ---------------------------------------------------------------------------------------------
+// Provider replies (OpenAI Chat SSE, as the mock upstream sends them)
+
+fn oa_chunk(delta: Value, finish: Option<&str>) -> String {
+    let chunk = json!({
+        "id": "chatcmpl-t", "object": "chat.completion.chunk", "created": 1_700_000_000, "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+    });
+    format!("data: {chunk}\n\n")
+}
+
+fn oa_usage(prompt: u64, completion: u64) -> String {
+    let chunk = json!({
+        "id": "chatcmpl-t", "object": "chat.completion.chunk", "created": 1_700_000_000, "model": "gpt-4o-mini",
+        "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                                 "total_tokens": prompt + completion}
+    });
+    format!("data: {chunk}\n\n")
+}
+
+/// A streamed answer with these tool calls (`(id, name, arguments)`), arguments in two pieces.
+pub fn oa_tools(calls: &[(&str, &str, Value)]) -> String {
+    let mut s = oa_chunk(json!({"role": "assistant", "content": null}), None);
+    for (i, (id, name, args)) in calls.iter().enumerate() {
+        let text = args.to_string();
+        let (a, b) = text.split_at(text.len() / 2);
+        s += &oa_chunk(
+            json!({"tool_calls": [{"index": i, "id": id, "type": "function", "function": {"name": name, "arguments": ""}}]}),
+            None,
+        );
+        s += &oa_chunk(json!({"tool_calls": [{"index": i, "function": {"arguments": a}}]}), None);
+        s += &oa_chunk(json!({"tool_calls": [{"index": i, "function": {"arguments": b}}]}), None);
+    }
+    s += &oa_chunk(json!({}), Some("tool_calls"));
+    s += &oa_usage(100, 20);
+    s + "data: [DONE]\n\n"
+}
+
+/// A text answer that starts streaming and then never finishes (pair with `Reply::hang`).
+pub fn oa_text_unfinished(text: &str) -> String {
+    [oa_chunk(json!({"role": "assistant", "content": ""}), None), oa_chunk(json!({"content": text}), None)].concat()
+}
+
+/// A streamed text answer.
+pub fn oa_text(text: &str) -> String {
+    [
+        oa_chunk(json!({"role": "assistant", "content": ""}), None),
+        oa_chunk(json!({"content": text}), None),
+        oa_chunk(json!({}), Some("stop")),
+        oa_usage(50, 5),
+        "data: [DONE]\n\n".to_owned(),
+    ]
+    .concat()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The engine and the client's connection
+
+pub struct CursorSim {
+    pub te: TestEngine,
+    pub mock: MockUpstream,
+    pub ws: Workspace,
+    conn: Conn,
+    keyring: Arc<MemoryKeyring>,
+    config: String,
+}
+
+/// What every request needs: the proxy and the CA to trust.
+#[derive(Clone)]
+struct Conn {
+    proxy: SocketAddr,
+    ca: CertificateDer<'static>,
+}
+
+impl Conn {
+    async fn send(&self, path: &str, content_type: &str, body: Vec<u8>) -> Response<Incoming> {
+        let tcp = connect_via_proxy(self.proxy, "api2.cursor.sh:443").await.expect("CONNECT");
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(self.ca.clone()).expect("root");
+        let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let name = ServerName::try_from("api2.cursor.sh").expect("name");
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg)).connect(name, tcp).await.expect("tls");
+        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.expect("h1");
+        tokio::spawn(conn);
+        let req = Request::post(format!("https://api2.cursor.sh{path}"))
+            .header("host", "api2.cursor.sh")
+            .header("content-type", content_type)
+            .header("connect-protocol-version", "1")
+            .body(Full::new(Bytes::from(body)))
+            .expect("request");
+        tokio::time::timeout(TIMEOUT, send.send_request(req)).await.expect("in time").expect("response")
+    }
+
+    async fn append(&self, request_id: &str, seqno: u64, msg: &[u8]) {
+        let resp = self
+            .send(
+                "/aiserver.v1.BidiService/BidiAppend",
+                "application/proto",
+                connect::encode_append(request_id, seqno, msg),
+            )
+            .await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        let body = resp.into_body().collect().await.expect("body").to_bytes();
+        assert!(body.is_empty(), "BidiAppend answers with an empty body");
+    }
+}
+
+/// Starts an engine whose `[agent]` table is `agent` (e.g. `exec_timeout = 2000`).
+pub async fn start(agent: &str) -> CursorSim {
+    let mock = MockUpstream::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = config_text(&mock.url(), "") + "\n[agent]\n" + agent + "\n";
+    let keyring = Arc::new(MemoryKeyring::default());
+    let te = TestEngine::start_with_keyring(dir, &config, keyring.clone()).await;
+    let conn = Conn::of(&te);
+    CursorSim { te, mock, ws: Workspace::new(), conn, keyring, config }
+}
+
+impl Conn {
+    fn of(te: &TestEngine) -> Conn {
+        let pem =
+            std::fs::read_to_string(te.dir.path().join("ca").join(keyhaven::proxy::ca::CERT_FILE)).expect("ca pem");
+        let b64: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+        let ca = CertificateDer::from(base64::engine::general_purpose::STANDARD.decode(b64).expect("pem body"));
+        Conn { proxy: te.handle.proxy.clone().expect("proxy").addr, ca }
+    }
+}
+
+impl CursorSim {
+    /// Stops the engine and starts a new one on the same data directory, keyring and workspace.
+    pub async fn restart(self) -> CursorSim {
+        let CursorSim { te, mock, ws, keyring, config, .. } = self;
+        let dir = te.stop().await;
+        let te = TestEngine::start_with_keyring(dir, &config, keyring.clone()).await;
+        let conn = Conn::of(&te);
+        CursorSim { te, mock, ws, conn, keyring, config }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runs
+
+/// What a turn asks for.
+#[derive(Debug, Clone)]
+pub struct Turn {
+    pub request_id: String,
+    pub conversation_id: String,
+    pub message_id: String,
+    pub text: String,
+    pub mode: agent::AgentMode,
+    pub mcp_tools: Vec<agent::McpToolDefinition>,
+}
+
+impl Turn {
+    pub fn new(request_id: &str, conversation_id: &str, text: &str) -> Turn {
+        Turn {
+            request_id: request_id.into(),
+            conversation_id: conversation_id.into(),
+            message_id: format!("m-{request_id}"),
+            text: text.into(),
+            mode: agent::AgentMode::Agent,
+            mcp_tools: Vec::new(),
+        }
+    }
+}
+
+/// How the simulated client treats one exec request.
+#[derive(Debug, Clone)]
+pub enum Act {
+    /// Execute it against the workspace.
+    Run,
+    /// Never answer.
+    Ignore,
+    /// `exec_client_control_message.throw`.
+    Throw(String),
+    /// Shell only: the user rejects the command.
+    Reject(String),
+    /// Send this many exec heartbeats `gap` apart, then execute it.
+    Late { heartbeats: u32, gap: Duration },
+    /// Answer with this message instead.
+    Reply(exec_client_message::Message),
+}
+
+pub type Policy = Arc<dyn Fn(&agent::ExecServerMessage) -> Act + Send + Sync>;
+
+pub fn run_everything() -> Policy {
+    Arc::new(|_| Act::Run)
+}
+
+/// What the client saw of one run.
+#[derive(Debug, Default)]
+pub struct Seen {
+    /// Every server message but heartbeats, in order.
+    pub msgs: Vec<agent::AgentServerMessage>,
+    pub end: Option<connect::EndStream>,
+    /// Exec ids the server aborted.
+    pub aborts: Vec<u32>,
+}
+
+impl Seen {
+    pub fn updates(&self) -> Vec<interaction_update::Message> {
+        self.msgs
+            .iter()
+            .filter_map(|m| match &m.message {
+                Some(agent_server_message::Message::InteractionUpdate(u)) => u.message.clone(),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub fn execs(&self) -> Vec<agent::ExecServerMessage> {
+        self.msgs
+            .iter()
+            .filter_map(|m| match &m.message {
+                Some(agent_server_message::Message::ExecServerMessage(x)) => Some(x.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub fn turn_ended(&self) -> Option<agent::TurnEndedUpdate> {
+        self.updates().into_iter().find_map(|u| match u {
+            interaction_update::Message::TurnEnded(t) => Some(t),
+            _ => None,
+        })
+    }
+
+    /// The completed card of a call.
+    pub fn completed(&self, call_id: &str) -> agent::ToolCall {
+        self.updates()
+            .into_iter()
+            .find_map(|u| match u {
+                interaction_update::Message::ToolCallCompleted(c) if c.call_id == call_id => c.tool_call,
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no tool_call_completed for {call_id}"))
+    }
+
+    /// The kinds of frame of one call, in order: `partial`, `started`, `exec`, `completed`,
+    /// `delta`.
+    pub fn call_sequence(&self, call_id: &str) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        for m in &self.msgs {
+            match &m.message {
+                Some(agent_server_message::Message::InteractionUpdate(u)) => match &u.message {
+                    Some(interaction_update::Message::PartialToolCall(p))
+                        if p.call_id == call_id && out.last() != Some(&"partial") =>
+                    {
+                        out.push("partial");
+                    }
+                    Some(interaction_update::Message::ToolCallStarted(p)) if p.call_id == call_id => {
+                        out.push("started")
+                    }
+                    Some(interaction_update::Message::ToolCallCompleted(p)) if p.call_id == call_id => {
+                        out.push("completed");
+                    }
+                    Some(interaction_update::Message::ToolCallDelta(p))
+                        if p.call_id == call_id && out.last() != Some(&"delta") =>
+                    {
+                        out.push("delta");
+                    }
+                    _ => {}
+                },
+                Some(agent_server_message::Message::ExecServerMessage(x)) if x.exec_id == call_id => out.push("exec"),
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
+/// A run in progress: the reader task answers execs; the test may cancel.
+pub struct Run {
+    request_id: String,
+    seq: Arc<AtomicU64>,
+    conn: Conn,
+    task: tokio::task::JoinHandle<Seen>,
+}
+
+impl CursorSim {
+    /// Opens RunSSE, appends the run request (seqno 0) and starts answering execs per `policy`.
+    pub async fn start_run(&self, turn: &Turn, policy: Policy) -> Run {
+        let open = aiserver::BidiRequestId { request_id: turn.request_id.clone() }.encode_to_vec();
+        let resp = self
+            .conn
+            .send(
+                "/agent.v1.AgentService/RunSSE",
+                "application/connect+proto",
+                connect::encode_envelope(&open, false).to_vec(),
+            )
+            .await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        let seq = Arc::new(AtomicU64::new(0));
+        let first = seq.fetch_add(1, Ordering::SeqCst);
+        self.conn.append(&turn.request_id, first, &run_request(turn, &self.ws.root_str()).encode_to_vec()).await;
+        let (conn, ws, id, s) = (self.conn.clone(), self.ws.clone(), turn.request_id.clone(), seq.clone());
+        let task = tokio::spawn(async move { drive(resp.into_body(), conn, ws, id, s, policy).await });
+        Run { request_id: turn.request_id.clone(), seq, conn: self.conn.clone(), task }
+    }
+
+    /// A whole turn with every exec executed.
+    pub async fn turn(&self, turn: &Turn) -> Seen {
+        self.start_run(turn, run_everything()).await.finish().await
+    }
+}
+
+impl Run {
+    async fn send(&self, msg: agent_client_message::Message) {
+        let seqno = self.seq.fetch_add(1, Ordering::SeqCst);
+        let bytes = agent::AgentClientMessage { message: Some(msg) }.encode_to_vec();
+        self.conn.append(&self.request_id, seqno, &bytes).await;
+    }
+
+    /// The stop button.
+    pub async fn cancel(&self) {
+        self.send(agent_client_message::Message::ConversationAction(agent::ConversationAction {
+            action: Some(agent::conversation_action::Action::CancelAction(agent::CancelAction {
+                reason: "user_stopped_generation".into(),
+            })),
+            ..Default::default()
+        }))
+        .await;
+    }
+
+    /// Waits for the run's end-stream and returns what the client saw.
+    pub async fn finish(self) -> Seen {
+        tokio::time::timeout(TIMEOUT * 2, self.task).await.expect("the run ends").expect("reader task")
+    }
+}
+
+pub fn run_request(turn: &Turn, workspace: &str) -> agent::AgentClientMessage {
+    agent::AgentClientMessage {
+        message: Some(agent_client_message::Message::RunRequest(agent::AgentRunRequest {
+            action: Some(agent::ConversationAction {
+                action: Some(agent::conversation_action::Action::UserMessageAction(agent::UserMessageAction {
+                    user_message: Some(agent::UserMessage {
+                        text: turn.text.clone(),
+                        message_id: turn.message_id.clone(),
+                        mode: turn.mode as i32,
+                        ..Default::default()
+                    }),
+                    request_context: Some(agent::RequestContext {
+                        env: Some(agent::RequestContextEnv {
+                            os_version: "linux".into(),
+                            workspace_paths: vec![workspace.to_owned()],
+                            shell: "sh".into(),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            }),
+            requested_model: Some(agent::RequestedModel { model_id: "oa-model".into(), ..Default::default() }),
+            mcp_tools: Some(agent::McpTools { mcp_tools: turn.mcp_tools.clone() }),
+            conversation_id: Some(turn.conversation_id.clone()),
+            ..Default::default()
+        })),
+    }
+}
+
+async fn next_envelope(body: &mut Incoming, dec: &mut EnvelopeDecoder) -> Option<Envelope> {
+    loop {
+        if let Some(env) = dec.try_next().expect("well-formed envelopes") {
+            return Some(env);
+        }
+        match tokio::time::timeout(TIMEOUT, body.frame()).await.expect("a frame in time") {
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    dec.push(&data);
+                }
+            }
+            _ => return None,
+        }
+    }
+}
+
+async fn drive(
+    mut body: Incoming,
+    conn: Conn,
+    ws: Workspace,
+    request_id: String,
+    seq: Arc<AtomicU64>,
+    policy: Policy,
+) -> Seen {
+    let mut dec = EnvelopeDecoder::new(true);
+    let mut seen = Seen::default();
+    let heartbeat = keyhaven::cursor::protocol::events::heartbeat();
+    let mut tasks = Vec::new();
+    while let Some(env) = next_envelope(&mut body, &mut dec).await {
+        let m = match env {
+            Envelope::EndStream(j) => {
+                assert!(seen.end.is_none(), "one end-stream frame");
+                seen.end = Some(connect::decode_end_stream(&j).expect("end json"));
+                continue;
+            }
+            Envelope::Message(m) => {
+                assert!(seen.end.is_none(), "nothing follows the end-stream frame");
+                connect::decode_message::<agent::AgentServerMessage>(&m).expect("server message")
+            }
+        };
+        if m == heartbeat {
+            continue;
+        }
+        seen.msgs.push(m.clone());
+        match m.message {
+            Some(agent_server_message::Message::ExecServerControlMessage(agent::ExecServerControlMessage {
+                message: Some(exec_server_control_message::Message::Abort(a)),
+            })) => seen.aborts.push(a.id),
+            Some(agent_server_message::Message::ExecServerMessage(x)) => {
+                // Like the IDE, execs are handled concurrently.
+                let (conn, ws, id, seq, act) = (conn.clone(), ws.clone(), request_id.clone(), seq.clone(), policy(&x));
+                tasks.push(tokio::spawn(answer(conn, ws, id, seq, x, act)));
+            }
+            _ => {}
+        }
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    seen
+}
+
+/// Answers one exec per `act`: the replies, then `stream_close`.
+async fn answer(
+    conn: Conn,
+    ws: Workspace,
+    request_id: String,
+    seq: Arc<AtomicU64>,
+    x: agent::ExecServerMessage,
+    act: Act,
+) {
+    let send = |msg: agent_client_message::Message| {
+        let (conn, id, seq) = (conn.clone(), request_id.clone(), seq.clone());
+        async move {
+            let seqno = seq.fetch_add(1, Ordering::SeqCst);
+            conn.append(&id, seqno, &agent::AgentClientMessage { message: Some(msg) }.encode_to_vec()).await;
+        }
+    };
+    let id = x.id;
+    let replies = match act {
+        Act::Ignore => return,
+        Act::Throw(error) => {
+            send(agent_client_message::Message::ExecClientControlMessage(agent::ExecClientControlMessage {
+                message: Some(exec_client_control_message::Message::Throw(agent::ExecThrow {
+                    id,
+                    error,
+                    ..Default::default()
+                })),
+            }))
+            .await;
+            return;
+        }
+        Act::Reject(reason) => vec![exec_client_message::Message::ShellStream(agent::ShellStream {
+            event: Some(shell_stream::Event::Rejected(agent::ShellRejected { reason, ..Default::default() })),
+        })],
+        Act::Reply(reply) => vec![reply],
+        Act::Late { heartbeats, gap } => {
+            for _ in 0..heartbeats {
+                tokio::time::sleep(gap).await;
+                send(agent_client_message::Message::ExecClientControlMessage(agent::ExecClientControlMessage {
+                    message: Some(exec_client_control_message::Message::Heartbeat(agent::ExecHeartbeat { id })),
+                }))
+                .await;
+            }
+            ws.execute(&x).await
+        }
+        Act::Run => ws.execute(&x).await,
+    };
+    for reply in replies {
+        send(agent_client_message::Message::ExecClientMessage(agent::ExecClientMessage {
+            id,
+            exec_id: x.exec_id.clone(),
+            message: Some(reply),
+        }))
+        .await;
+    }
+    send(agent_client_message::Message::ExecClientControlMessage(agent::ExecClientControlMessage {
+        message: Some(exec_client_control_message::Message::StreamClose(agent::ExecStreamClose { id })),
+    }))
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The workspace the client executes against
+
+#[derive(Clone)]
+pub struct Workspace {
+    dir: Arc<tempfile::TempDir>,
+    /// Paths the client was asked to touch outside the workspace (must stay empty).
+    pub escapes: Arc<Mutex<Vec<String>>>,
+}
+
+impl Workspace {
+    fn new() -> Workspace {
+        Workspace { dir: Arc::new(tempfile::tempdir().expect("workspace")), escapes: Arc::default() }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn root_str(&self) -> String {
+        self.root().display().to_string()
+    }
+
+    pub fn write(&self, rel: &str, text: &str) {
+        let p = self.root().join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    }
+
+    pub fn read(&self, rel: &str) -> Option<String> {
+        std::fs::read_to_string(self.root().join(rel)).ok()
+    }
+
+    /// A path inside the workspace, or `None` (recorded) for anything else.
+    fn inside(&self, p: &str) -> Option<PathBuf> {
+        let path = PathBuf::from(p);
+        if path.starts_with(self.root()) && !path.components().any(|c| c == std::path::Component::ParentDir) {
+            Some(path)
+        } else {
+            self.escapes.lock().expect("escapes").push(p.to_owned());
+            None
+        }
+    }
+
+    fn rel(&self, p: &Path) -> String {
+        p.strip_prefix(self.root()).unwrap_or(p).display().to_string()
+    }
+
+    /// Every file under `dir`, sorted.
+    fn files(&self, dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            if d.is_file() {
+                out.push(d);
+                continue;
+            }
+            let Ok(entries) = std::fs::read_dir(&d) else { continue };
+            for e in entries.flatten() {
+                stack.push(e.path());
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// The reply messages for one exec request.
+    pub async fn execute(&self, x: &agent::ExecServerMessage) -> Vec<exec_client_message::Message> {
+        use exec_client_message::Message as R;
+        use exec_server_message::Message as Q;
+        match x.message.clone().expect("exec case") {
+            Q::ReadArgs(a) => vec![R::ReadResult(self.read_exec(&a))],
+            Q::WriteArgs(a) => vec![R::WriteResult(self.write_exec(&a))],
+            Q::DeleteArgs(a) => vec![R::DeleteResult(self.delete_exec(&a))],
+            Q::GrepArgs(a) => vec![R::GrepResult(self.grep_exec(&a))],
+            Q::LsArgs(a) => vec![R::LsResult(self.ls_exec(&a))],
+            Q::ShellStreamArgs(a) | Q::ShellArgs(a) => self.shell_exec(&a).await,
+            Q::McpArgs(a) => vec![R::McpResult(mcp_exec(&a))],
+        }
+    }
+
+    fn read_exec(&self, a: &agent::ReadArgs) -> agent::ReadResult {
+        use agent::read_result::Result as R;
+        let result = match self.inside(&a.path) {
+            None => R::Rejected(agent::PathReason { path: a.path.clone(), reason: "outside the workspace".into() }),
+            Some(p) => match std::fs::read_to_string(&p) {
+                Err(_) => R::FileNotFound(agent::PathOnly { path: a.path.clone() }),
+                Ok(text) => {
+                    let total = i32::try_from(text.lines().count()).expect("lines");
+                    let content = match (a.offset, a.limit) {
+                        (None, None) => text.clone(),
+                        (offset, limit) => {
+                            let skip = usize::try_from(offset.unwrap_or(1).max(1) - 1).expect("offset");
+                            let take = limit.map_or(usize::MAX, |l| usize::try_from(l).expect("limit"));
+                            text.lines().skip(skip).take(take).map(|l| format!("{l}\n")).collect()
+                        }
+                    };
+                    R::Success(agent::ReadSuccess {
+                        path: a.path.clone(),
+                        output: Some(agent::read_success::Output::Content(content)),
+                        total_lines: total,
+                        file_size: i64::try_from(text.len()).expect("size"),
+                        truncated: false,
+                    })
+                }
+            },
+        };
+        agent::ReadResult { result: Some(result) }
+    }
+
+    fn write_exec(&self, a: &agent::WriteArgs) -> agent::WriteResult {
+        use agent::write_result::Result as R;
+        let result = match self.inside(&a.path) {
+            None => R::Rejected(agent::WriteRejected { path: a.path.clone(), reason: "outside the workspace".into() }),
+            Some(p) => {
+                if let Some(parent) = p.parent() {
+                    std::fs::create_dir_all(parent).expect("mkdir");
+                }
+                std::fs::write(&p, &a.file_text).expect("write");
+                R::Success(agent::WriteSuccess {
+                    path: a.path.clone(),
+                    lines_created: i32::try_from(a.file_text.lines().count()).expect("lines"),
+                    file_size: i32::try_from(a.file_text.len()).expect("size"),
+                    file_content_after_write: a.return_file_content_after_write.then(|| a.file_text.clone()),
+                })
+            }
+        };
+        agent::WriteResult { result: Some(result) }
+    }
+
+    fn delete_exec(&self, a: &agent::DeleteArgs) -> agent::DeleteResult {
+        use agent::delete_result::Result as R;
+        let result = match self.inside(&a.path) {
+            None => R::Rejected(agent::PathReason { path: a.path.clone(), reason: "outside the workspace".into() }),
+            Some(p) => match std::fs::read_to_string(&p) {
+                Err(_) => R::FileNotFound(agent::PathOnly { path: a.path.clone() }),
+                Ok(prev) => {
+                    std::fs::remove_file(&p).expect("remove");
+                    R::Success(agent::DeleteSuccess {
+                        path: a.path.clone(),
+                        deleted_file: a.path.clone(),
+                        file_size: i64::try_from(prev.len()).expect("size"),
+                        prev_content: prev,
+                    })
+                }
+            },
+        };
+        agent::DeleteResult { result: Some(result) }
+    }
+
+    fn grep_exec(&self, a: &agent::GrepArgs) -> agent::GrepResult {
+        use agent::grep_result::Result as R;
+        let root = a.path.clone().unwrap_or_else(|| self.root_str());
+        let Some(dir) = self.inside(&root) else {
+            return agent::GrepResult {
+                result: Some(R::Error(agent::GrepError { error: "outside the workspace".into() })),
+            };
+        };
+        let ci = a.case_insensitive.unwrap_or(false);
+        let pattern = if ci { a.pattern.to_lowercase() } else { a.pattern.clone() };
+        let mut content = Vec::new();
+        let mut files = Vec::new();
+        let mut counts = Vec::new();
+        for file in self.files(&dir) {
+            let rel = self.rel(&file);
+            if let Some(g) = &a.glob {
+                let subject = if g.contains('/') {
+                    rel.clone()
+                } else {
+                    file.file_name().expect("name").to_string_lossy().into_owned()
+                };
+                if !glob_match(g.as_bytes(), subject.as_bytes()) {
+                    continue;
+                }
+            }
+            let text = std::fs::read_to_string(&file).unwrap_or_default();
+            if pattern.is_empty() {
+                files.push(rel);
+                continue;
+            }
+            let matches: Vec<agent::GrepContentMatch> = text
+                .lines()
+                .enumerate()
+                .filter(|(_, l)| if ci { l.to_lowercase().contains(&pattern) } else { l.contains(&pattern) })
+                .map(|(i, l)| agent::GrepContentMatch {
+                    line_number: i32::try_from(i + 1).expect("line"),
+                    content: l.to_owned(),
+                    ..Default::default()
+                })
+                .collect();
+            if matches.is_empty() {
+                continue;
+            }
+            files.push(rel.clone());
+            counts.push(agent::GrepFileCount { file: rel.clone(), count: i32::try_from(matches.len()).expect("n") });
+            content.push(agent::GrepFileMatch { file: rel, matches });
+        }
+        let mode = a.output_mode.clone().unwrap_or_else(|| "content".into());
+        let union = match mode.as_str() {
+            "files_with_matches" => grep_union_result::Result::Files(agent::GrepFilesResult {
+                total_files: i32::try_from(files.len()).expect("n"),
+                files,
+                ..Default::default()
+            }),
+            "count" => grep_union_result::Result::Count(agent::GrepCountResult {
+                total_files: i32::try_from(counts.len()).expect("n"),
+                counts,
+                ..Default::default()
+            }),
+            _ => grep_union_result::Result::Content(agent::GrepContentResult {
+                total_matched_lines: content.iter().map(|f| i32::try_from(f.matches.len()).expect("n")).sum(),
+                matches: content,
+                ..Default::default()
+            }),
+        };
+        let mut workspace_results = std::collections::HashMap::new();
+        workspace_results.insert(root.clone(), agent::GrepUnionResult { result: Some(union) });
+        agent::GrepResult {
+            result: Some(R::Success(agent::GrepSuccess {
+                pattern: a.pattern.clone(),
+                path: root,
+                output_mode: mode,
+                workspace_results,
+            })),
+        }
+    }
+
+    fn tree(&self, dir: &Path) -> agent::LsDirectoryTreeNode {
+        let mut node = agent::LsDirectoryTreeNode {
+            abs_path: dir.display().to_string(),
+            children_were_processed: true,
+            ..Default::default()
+        };
+        let mut entries: Vec<_> =
+            std::fs::read_dir(dir).map(|r| r.flatten().map(|e| e.path()).collect()).unwrap_or_default();
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                node.children_dirs.push(self.tree(&p));
+            } else {
+                node.children_files
+                    .push(agent::LsFile { name: p.file_name().expect("name").to_string_lossy().into_owned() });
+            }
+        }
+        node.num_files = i32::try_from(node.children_files.len()).expect("n");
+        node
+    }
+
+    fn ls_exec(&self, a: &agent::LsArgs) -> agent::LsResult {
+        use agent::ls_result::Result as R;
+        let result = match self.inside(&a.path) {
+            None => R::Rejected(agent::PathReason { path: a.path.clone(), reason: "outside the workspace".into() }),
+            Some(p) if p.is_dir() => R::Success(agent::LsSuccess { directory_tree_root: Some(self.tree(&p)) }),
+            Some(_) => R::Error(agent::PathError { path: a.path.clone(), error: "not a directory".into() }),
+        };
+        agent::LsResult { result: Some(result) }
+    }
+
+    async fn shell_exec(&self, a: &agent::ShellArgs) -> Vec<exec_client_message::Message> {
+        use shell_stream::Event as E;
+        let ev = |e| exec_client_message::Message::ShellStream(agent::ShellStream { event: Some(e) });
+        let Some(wd) = self.inside(&a.working_directory) else {
+            return vec![ev(E::Rejected(agent::ShellRejected {
+                reason: "outside the workspace".into(),
+                ..Default::default()
+            }))];
+        };
+        let cmd = a.command.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new("sh").arg("-c").arg(cmd).current_dir(wd).output()
+        })
+        .await
+        .expect("shell task")
+        .expect("sh runs");
+        let mut msgs = vec![ev(E::Start(agent::ShellStreamStart {}))];
+        if !out.stdout.is_empty() {
+            msgs.push(ev(E::Stdout(agent::ShellStreamStdout {
+                data: String::from_utf8_lossy(&out.stdout).into_owned(),
+            })));
+        }
+        if !out.stderr.is_empty() {
+            msgs.push(ev(E::Stderr(agent::ShellStreamStderr {
+                data: String::from_utf8_lossy(&out.stderr).into_owned(),
+            })));
+        }
+        let code = u32::try_from(out.status.code().unwrap_or(255)).unwrap_or(255);
+        msgs.push(ev(E::Exit(agent::ShellStreamExit { code, cwd: a.working_directory.clone(), aborted: false })));
+        msgs
+    }
+}
+
+/// The simulated MCP server: `echo` returns its arguments as text plus a 1-pixel PNG.
+fn mcp_exec(a: &agent::McpArgs) -> agent::McpResult {
+    use agent::mcp_content::Content;
+    if a.tool_name != "echo" {
+        return agent::McpResult {
+            result: Some(agent::mcp_result::Result::ToolNotFound(agent::McpToolNotFound {
+                name: a.name.clone(),
+                available_tools: vec!["echo".into()],
+            })),
+        };
+    }
+    let mut keys: Vec<_> = a.args.keys().cloned().collect();
+    keys.sort();
+    let text = keys
+        .iter()
+        .map(|k| format!("{k}={}", keyhaven::cursor::tools::json::to_json(&a.args[k])))
+        .collect::<Vec<_>>()
+        .join(",");
+    agent::McpResult {
+        result: Some(agent::mcp_result::Result::Success(agent::McpSuccess {
+            content: vec![
+                agent::McpContent { content: Some(Content::Text(agent::McpTextContent { text })) },
+                agent::McpContent {
+                    content: Some(Content::Image(agent::McpImageContent {
+                        data: vec![0x89, b'P', b'N', b'G'],
+                        mime_type: "image/png".into(),
+                    })),
+                },
+            ],
+            is_error: false,
+        })),
+    }
+}
+
+/// A small glob matcher: `*` (not across `/`), `**/` (any directories), `**`, `?`.
+pub fn glob_match(p: &[u8], s: &[u8]) -> bool {
+    match (p.first(), s.first()) {
+        (None, None) => true,
+        (None, Some(_)) => false,
+        (Some(b'*'), _) if p.starts_with(b"**/") => {
+            glob_match(&p[3..], s) || s.iter().position(|&c| c == b'/').is_some_and(|i| glob_match(p, &s[i + 1..]))
+        }
+        (Some(b'*'), _) if p.starts_with(b"**") => glob_match(&p[2..], s) || (!s.is_empty() && glob_match(p, &s[1..])),
+        (Some(b'*'), _) => glob_match(&p[1..], s) || (s.first().is_some_and(|&c| c != b'/') && glob_match(p, &s[1..])),
+        (Some(b'?'), Some(&c)) if c != b'/' => glob_match(&p[1..], &s[1..]),
+        (Some(a), Some(b)) if a == b => glob_match(&p[1..], &s[1..]),
+        _ => false,
+    }
+}

@@ -1,0 +1,195 @@
+//! Tool rounds end to end: the Cursor client simulator really executes each tool kind (read,
+//! write, edit, shell, grep, glob, ls, delete, MCP) against a temporary workspace; the model's
+//! calls of one step are in flight at once; cards and exec ids match the model's call ids; the
+//! provider sees every result.
+
+use keyhaven::cursor::protocol::agent::{self, edit_result, interaction_update, shell_result, tool_call};
+use serde_json::{Value, json};
+
+use crate::support::Reply;
+use crate::support::cursor_client::{self, Turn, oa_text, oa_tools};
+
+/// The tool messages of an OpenAI request body: `tool_call_id` → content.
+fn tool_contents(body: &Value) -> Vec<(String, String)> {
+    body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            let content = match &m["content"] {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (m["tool_call_id"].as_str().expect("id").to_owned(), content)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_client_tool_runs_against_the_workspace() {
+    let s = cursor_client::start("").await;
+    s.ws.write("a.txt", "hello\nworld\n");
+    s.ws.write("src/lib.rs", "fn main() {}\n// world\n");
+    s.ws.write("old.txt", "remove me\n");
+    s.mock.push(Reply::sse(&oa_tools(&[
+        ("c-read", "read_file", json!({"path": "a.txt"})),
+        ("c-grep", "grep", json!({"pattern": "world"})),
+        ("c-glob", "glob_file_search", json!({"glob_pattern": "**/*.rs"})),
+        ("c-ls", "list_dir", json!({"path": "."})),
+    ])));
+    s.mock.push(Reply::sse(&oa_tools(&[
+        ("c-edit", "edit_file", json!({"path": "a.txt", "old_string": "world", "new_string": "there"})),
+        ("c-write", "write_file", json!({"path": "notes/new.txt", "contents": "one\ntwo\n"})),
+        ("c-del", "delete_file", json!({"path": "old.txt"})),
+    ])));
+    s.mock.push(Reply::sse(&oa_tools(&[(
+        "c-sh",
+        "run_terminal_cmd",
+        json!({"command": "cat a.txt; echo oops >&2; exit 3"}),
+    )])));
+    s.mock.push(Reply::sse(&oa_text("All done.")));
+    let seen = s.turn(&Turn::new("req-tools", "conv-tools", "tidy up")).await;
+    assert_eq!(seen.end, Some(Default::default()), "the turn ends with turn_ended and {{}}");
+    assert!(seen.turn_ended().is_some());
+
+    // The workspace changed for real.
+    assert_eq!(s.ws.read("a.txt").as_deref(), Some("hello\nthere\n"));
+    assert_eq!(s.ws.read("notes/new.txt").as_deref(), Some("one\ntwo\n"));
+    assert_eq!(s.ws.read("old.txt"), None);
+    assert!(s.ws.escapes.lock().expect("escapes").is_empty(), "every path stayed in the workspace");
+
+    // Exec ids are the model's call ids; read-only tools send the exec first, the others the card.
+    let execs = seen.execs();
+    let mut ids: Vec<u32> = execs.iter().map(|x| x.id).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), execs.len(), "exec ids are unique per run");
+    for call in ["c-read", "c-grep", "c-glob", "c-ls"] {
+        assert_eq!(seen.call_sequence(call), vec!["partial", "exec", "started", "completed"], "{call}");
+    }
+    assert_eq!(seen.call_sequence("c-del"), vec!["partial", "started", "exec", "completed"]);
+    // Edits read the file first (hidden read), then write it.
+    assert_eq!(seen.call_sequence("c-edit"), vec!["partial", "started", "exec", "exec", "completed"]);
+    assert_eq!(seen.call_sequence("c-sh"), vec!["partial", "started", "exec", "delta", "completed"]);
+    // All four calls of step 1 were requested before any of them completed.
+    let first_completed = seen.msgs.iter().position(seen_completed).expect("a completed card");
+    let execs_before: usize = seen.msgs[..first_completed]
+        .iter()
+        .filter(|m| matches!(m.message, Some(agent::agent_server_message::Message::ExecServerMessage(_))))
+        .count();
+    assert_eq!(execs_before, 4, "the four calls of step 1 were all in flight at once");
+
+    // The edit card: before/after, lines added and removed, a diff.
+    let Some(tool_call::Tool::EditToolCall(edit)) = seen.completed("c-edit").tool else { panic!("edit card") };
+    let Some(edit_result::Result::Success(ok)) = edit.result.and_then(|r| r.result) else { panic!("edit success") };
+    assert_eq!(ok.before_full_file_content, "hello\nworld\n");
+    assert_eq!(ok.after_full_file_content, "hello\nthere\n");
+    assert_eq!((ok.lines_added, ok.lines_removed), (1, 1));
+    assert!(ok.diff_string.contains("-world") && ok.diff_string.contains("+there"), "{}", ok.diff_string);
+    let Some(tool_call::Tool::EditToolCall(write)) = seen.completed("c-write").tool else { panic!("write card") };
+    let Some(edit_result::Result::Success(ok)) = write.result.and_then(|r| r.result) else { panic!("write success") };
+    assert_eq!((ok.before_full_file_content.as_str(), ok.lines_added, ok.lines_removed), ("", 2, 0));
+
+    // The shell card: a failure with the exit code and both streams; the output was mirrored live.
+    let Some(tool_call::Tool::ShellToolCall(sh)) = seen.completed("c-sh").tool else { panic!("shell card") };
+    let Some(shell_result::Result::Failure(f)) = sh.result.and_then(|r| r.result) else { panic!("shell failure") };
+    assert_eq!((f.exit_code, f.stdout.as_str(), f.stderr.as_str()), (3, "hello\nthere\n", "oops\n"));
+    assert!(
+        seen.updates()
+            .iter()
+            .any(|u| matches!(u, interaction_update::Message::ToolCallDelta(d) if d.call_id == "c-sh"))
+    );
+
+    // The provider saw each result, paired with its call, in call order.
+    let seen_up = s.mock.seen();
+    assert_eq!(seen_up.len(), 4);
+    let step2 = tool_contents(&seen_up[1].body);
+    assert_eq!(step2.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), vec!["c-read", "c-grep", "c-glob", "c-ls"]);
+    assert!(step2[0].1.contains("hello\nworld"), "{step2:?}");
+    assert!(step2[1].1.contains("a.txt:2:world") && step2[1].1.contains("src/lib.rs:2:// world"), "{step2:?}");
+    assert_eq!(step2[2].1, "src/lib.rs");
+    assert!(step2[3].1.contains("- a.txt") && step2[3].1.contains("- src/"), "{step2:?}");
+    let step4 = tool_contents(&seen_up[3].body);
+    assert!(step4.last().expect("shell result").1.contains("Exit code: 3"), "{step4:?}");
+    // Tools are offered on every step, the same list each time.
+    assert_eq!(seen_up[0].body["tools"], seen_up[3].body["tools"]);
+    assert_eq!(seen_up[0].body["tools"].as_array().expect("tools").len(), 8);
+
+    // Every model call is a recorded call of client `cursor`; the run and its rounds are stored.
+    let calls = s.te.wait_calls(4).await;
+    assert!(calls.iter().all(|c| c.summary.client == "cursor"));
+    let store = &s.te.handle.store;
+    let _ = store.flush().await;
+    let runs = store.conversation_runs("conv-tools").await.expect("runs");
+    assert_eq!(runs.len(), 1);
+    assert_eq!((runs[0].status, runs[0].steps), (keyhaven::model::RunStatus::Completed, 4));
+    let rounds = store.tool_rounds("req-tools").await.expect("rounds");
+    assert_eq!(rounds.iter().map(|r| r.calls).collect::<Vec<_>>(), vec![4, 3, 1]);
+    assert_eq!(rounds.iter().map(|r| r.failed).collect::<Vec<_>>(), vec![0, 0, 1], "the exit-3 shell is a failure");
+    s.te.stop().await;
+}
+
+fn seen_completed(m: &agent::AgentServerMessage) -> bool {
+    matches!(
+        &m.message,
+        Some(agent::agent_server_message::Message::InteractionUpdate(agent::InteractionUpdate {
+            message: Some(interaction_update::Message::ToolCallCompleted(_))
+        }))
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_tools_from_the_run_request_carry_text_and_images() {
+    let s = cursor_client::start("").await;
+    let schema = json!({"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]});
+    let mut turn = Turn::new("req-mcp", "conv-mcp", "echo please");
+    turn.mcp_tools = vec![agent::McpToolDefinition {
+        name: "demo-echo".into(),
+        description: "Echoes its arguments.".into(),
+        input_schema: Some(keyhaven::cursor::tools::json::from_json(&schema)),
+        provider_identifier: "demo".into(),
+        tool_name: "echo".into(),
+    }];
+    s.mock.push(Reply::sse(&oa_tools(&[("c-mcp", "demo-echo", json!({"word": "hi", "n": 2}))])));
+    s.mock.push(Reply::sse(&oa_text("echoed")));
+    let seen = s.turn(&turn).await;
+    assert_eq!(seen.end, Some(Default::default()));
+    let up = s.mock.seen();
+    let tools = up[0].body["tools"].as_array().expect("tools");
+    let mcp = tools.iter().find(|t| t["function"]["name"] == "demo-echo").expect("the MCP tool is offered");
+    assert_eq!(mcp["function"]["parameters"], schema);
+    let x = seen.execs().into_iter().find(|x| x.exec_id == "c-mcp").expect("mcp exec");
+    let Some(agent::exec_server_message::Message::McpArgs(args)) = x.message else { panic!("mcp args") };
+    assert_eq!(
+        (args.name.as_str(), args.tool_name.as_str(), args.provider_identifier.as_str()),
+        ("demo-echo", "echo", "demo")
+    );
+    // The model gets the text and the image.
+    let results: Vec<&Value> =
+        up[1].body["messages"].as_array().expect("messages").iter().filter(|m| m["role"] == "tool").collect();
+    let all = serde_json::to_string(&up[1].body["messages"]).expect("json");
+    assert!(!results.is_empty());
+    assert!(all.contains("n=2,word=\\\"hi\\\""), "{all}");
+    assert!(all.contains("image/png") || all.contains("data:image/png;base64"), "{all}");
+    let Some(tool_call::Tool::McpToolCall(card)) = seen.completed("c-mcp").tool else { panic!("mcp card") };
+    assert!(matches!(card.result.and_then(|r| r.result), Some(agent::mcp_tool_result::Result::Success(_))));
+    s.te.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ask_mode_offers_only_read_only_tools() {
+    let s = cursor_client::start("").await;
+    s.mock.push(Reply::sse(&oa_text("just answering")));
+    let mut turn = Turn::new("req-ask", "conv-ask", "what is this?");
+    turn.mode = agent::AgentMode::Ask;
+    let seen = s.turn(&turn).await;
+    assert_eq!(seen.end, Some(Default::default()));
+    let names: Vec<String> = s.mock.seen()[0].body["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["function"]["name"].as_str().expect("name").to_owned())
+        .collect();
+    assert_eq!(names, vec!["read_file", "grep", "glob_file_search", "list_dir"]);
+    s.te.stop().await;
+}
