@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::api::control::ControlApi;
-use crate::api::{self, ApiState, GuardConfig};
 use crate::api::cursor::CursorOptions;
+use crate::api::{self, ApiState, GuardConfig};
 use crate::config::{CursorConfig, EngineConfig};
 use crate::control::logs::LogRing;
 use crate::control::token::ControlToken;
@@ -351,7 +351,8 @@ async fn start_proxy(
         CursorOptions { http2: c.http2, route_wait: Duration::from_millis(c.first_message_wait) },
     );
     let service = api::cursor::router(state.clone());
-    let deps = ProxyDeps { ca: Arc::new(ca), service, upstream, mode, sink: Arc::new(TracingSink), spawner: spawner.clone() };
+    let deps =
+        ProxyDeps { ca: Arc::new(ca), service, upstream, mode, sink: Arc::new(TracingSink), spawner: spawner.clone() };
     let proxy = proxy::start(ProxyOptions::new(config.proxy_listen_addr()), deps).await?;
     Ok((proxy, CursorParts { backend, state }))
 }

@@ -157,7 +157,13 @@ pub struct CursorConfig {
 
 impl Default for CursorConfig {
     fn default() -> CursorConfig {
-        CursorConfig { first_message_wait: 30_000, gap_wait: 30_000, linger: 30_000, heartbeat: 5_000, http2: CursorHttp2::Official }
+        CursorConfig {
+            first_message_wait: 30_000,
+            gap_wait: 30_000,
+            linger: 30_000,
+            heartbeat: 5_000,
+            http2: CursorHttp2::Official,
+        }
     }
 }
 

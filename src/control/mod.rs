@@ -570,7 +570,11 @@ impl ControlService {
 
     /// Sets where Cursor runs with `model` go in hybrid mode (`[[models]] cursor`); applies to
     /// the next run.
-    pub async fn set_model_route(&self, model: &str, input: dto::ModelRouteInput) -> Result<dto::Routing, ControlError> {
+    pub async fn set_model_route(
+        &self,
+        model: &str,
+        input: dto::ModelRouteInput,
+    ) -> Result<dto::Routing, ControlError> {
         let route = match input.route {
             dto::CursorRoute::Local => CursorRoute::Local,
             dto::CursorRoute::Upstream => CursorRoute::Upstream,

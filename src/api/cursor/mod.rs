@@ -83,7 +83,8 @@ impl CursorState {
         mode: ModeSwitch,
         options: CursorOptions,
     ) -> CursorState {
-        let routes = Arc::new(Routes::new(backend.registry().options().max_transports, options.route_wait));
+        let max = backend.registry().options().max_transports;
+        let routes = Arc::new(Routes::new(max, options.route_wait, spawner.clone()));
         CursorState { backend, upstream, spawner, mode, options, routes }
     }
 
@@ -199,7 +200,9 @@ async fn run_sse(State(state): State<CursorState>, req: Request) -> Response {
                 tracing::debug!(request_id = %id, "RunSSE forwarded upstream (hybrid)");
                 return state.upstream.forward(Request::from_parts(parts, Body::from(bytes))).await;
             }
-            SseRoute::Full => return stream_error(too_many_streams("too many agent streams wait for their run request")),
+            SseRoute::Full => {
+                return stream_error(too_many_streams("too many agent streams wait for their run request"));
+            }
             SseRoute::TimedOut => return stream_error(no_run_request()),
         }
     }
@@ -380,7 +383,11 @@ async fn run(State(state): State<CursorState>, req: Request) -> Response {
 
 /// Reads request chunks (keeping them in `read`) until the first envelope is complete: its
 /// message, or `None` when the stream ends (or ends the stream) before one.
-async fn first_frame<S>(frames: &mut S, dec: &mut EnvelopeDecoder, read: &mut Vec<Bytes>) -> Result<Option<Bytes>, FrameError>
+async fn first_frame<S>(
+    frames: &mut S,
+    dec: &mut EnvelopeDecoder,
+    read: &mut Vec<Bytes>,
+) -> Result<Option<Bytes>, FrameError>
 where
     S: futures::Stream<Item = Result<Bytes, axum::Error>> + Unpin,
 {

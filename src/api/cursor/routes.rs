@@ -8,8 +8,9 @@
 //! - Until the decision, a RunSSE for the id waits (at most `wait`), and appends with a later
 //!   seqno are held (their client gets 200 at once). The decision hands the held appends to the
 //!   chosen side: pushed into the local transport's inbox, or forwarded upstream in seqno order.
-//! - Bounded: at most `max` undecided ids (entries older than `wait` are swept first) and
-//!   [`MAX_HELD`] held appends per id; beyond that appends are dropped and RunSSE gets
+//! - Bounded: an undecided id expires after `wait` (a tracked timer task removes it, with its
+//!   held appends); at most `max` undecided ids, [`MAX_HELD`] held appends and
+//!   [`MAX_HELD_BYTES`] of them per id; beyond that appends are dropped and RunSSE gets
 //!   `resource_exhausted`.
 //!
 //! Lock order: `pending` before the transport registry's lock, never the other way round.
@@ -28,11 +29,14 @@ use crate::cursor::protocol::connect;
 use crate::cursor::services::model_catalog;
 use crate::cursor::transport::Transport;
 use crate::cursor::turn::Backend;
+use crate::task::Spawner;
 
 /// How many request ids of upstream-passed streams are remembered.
 const MAX_UPSTREAM_IDS: usize = 4096;
 /// Appends held per undecided stream.
 pub const MAX_HELD: usize = 256;
+/// Bytes of appends held per undecided stream.
+pub const MAX_HELD_BYTES: usize = 16 * 1024 * 1024;
 
 /// Where an agent stream runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,13 +84,14 @@ pub enum SseRoute {
 #[derive(Debug)]
 struct Pending {
     held: Vec<Held>,
+    held_bytes: usize,
     decided: watch::Sender<Option<Route>>,
     since: Instant,
 }
 
 impl Pending {
     fn new() -> Pending {
-        Pending { held: Vec::new(), decided: watch::Sender::new(None), since: Instant::now() }
+        Pending { held: Vec::new(), held_bytes: 0, decided: watch::Sender::new(None), since: Instant::now() }
     }
 }
 
@@ -95,13 +100,42 @@ impl Pending {
 pub struct Routes {
     max: usize,
     wait: Duration,
+    spawner: Spawner,
     pending: Mutex<HashMap<String, Pending>>,
     upstream_ids: Mutex<HashSet<String>>,
 }
 
 impl Routes {
-    pub fn new(max: usize, wait: Duration) -> Routes {
-        Routes { max, wait, pending: Mutex::default(), upstream_ids: Mutex::default() }
+    pub fn new(max: usize, wait: Duration, spawner: Spawner) -> Routes {
+        Routes { max, wait, spawner, pending: Mutex::default(), upstream_ids: Mutex::default() }
+    }
+
+    /// The undecided entry for `id`, created (with its expiry timer) when missing; `None` when
+    /// too many are undecided.
+    fn entry<'a>(self: &Arc<Self>, pending: &'a mut HashMap<String, Pending>, id: &str) -> Option<&'a mut Pending> {
+        if !pending.contains_key(id) {
+            if pending.len() >= self.max {
+                self.sweep(pending);
+                if pending.len() >= self.max {
+                    return None;
+                }
+            }
+            let p = Pending::new();
+            let since = p.since;
+            pending.insert(id.to_owned(), p);
+            let routes = self.clone();
+            let id = id.to_owned();
+            self.spawner.spawn(self.spawner.root_token().child_token(), async move {
+                tokio::time::sleep(routes.wait).await;
+                if let Ok(mut pending) = routes.pending.lock()
+                    && pending.get(&id).is_some_and(|p| p.since == since)
+                {
+                    tracing::debug!(request_id = %id, "no run request decided this stream's route in time");
+                    pending.remove(&id);
+                }
+            });
+        }
+        pending.get_mut(id)
     }
 
     pub fn remember_upstream(&self, id: String) {
@@ -146,7 +180,7 @@ impl Routes {
     }
 
     /// Routes one decoded append (hybrid mode).
-    pub fn append(&self, backend: &Arc<Backend>, id: &str, held: Held) -> AppendRoute {
+    pub fn append(self: &Arc<Self>, backend: &Arc<Backend>, id: &str, held: Held) -> AppendRoute {
         let Ok(mut pending) = self.pending.lock() else { return AppendRoute::Undecided };
         if self.is_upstream(id) {
             return AppendRoute::Upstream(Vec::new());
@@ -155,17 +189,15 @@ impl Routes {
             return AppendRoute::Local(t);
         }
         if held.seqno != 0 {
-            if !pending.contains_key(id) && pending.len() >= self.max {
-                self.sweep(&mut pending);
-                if pending.len() >= self.max {
-                    tracing::warn!(request_id = %id, "too many agent streams wait for their run request; append dropped");
-                    return AppendRoute::Dropped;
-                }
-            }
-            let entry = pending.entry(id.to_owned()).or_insert_with(Pending::new);
-            if entry.held.len() >= MAX_HELD || entry.held.iter().any(|h| h.seqno == held.seqno) {
+            let Some(entry) = self.entry(&mut pending, id) else {
+                tracing::warn!(request_id = %id, "too many agent streams wait for their run request; append dropped");
+                return AppendRoute::Dropped;
+            };
+            let duplicate = entry.held.iter().any(|h| h.seqno == held.seqno);
+            if duplicate || entry.held.len() >= MAX_HELD || entry.held_bytes + held.body.len() > MAX_HELD_BYTES {
                 return AppendRoute::Dropped;
             }
+            entry.held_bytes += held.body.len();
             entry.held.push(held);
             return AppendRoute::Held;
         }
@@ -200,7 +232,7 @@ impl Routes {
     }
 
     /// Waits for the route of a RunSSE's stream (hybrid mode).
-    pub async fn sse(&self, backend: &Backend, id: &str) -> SseRoute {
+    pub async fn sse(self: &Arc<Self>, backend: &Backend, id: &str) -> SseRoute {
         let mut rx = {
             let Ok(mut pending) = self.pending.lock() else { return SseRoute::Local };
             if self.is_upstream(id) {
@@ -209,13 +241,8 @@ impl Routes {
             if backend.registry().get(id).is_some() {
                 return SseRoute::Local;
             }
-            if !pending.contains_key(id) && pending.len() >= self.max {
-                self.sweep(&mut pending);
-                if pending.len() >= self.max {
-                    return SseRoute::Full;
-                }
-            }
-            pending.entry(id.to_owned()).or_insert_with(Pending::new).decided.subscribe()
+            let Some(entry) = self.entry(&mut pending, id) else { return SseRoute::Full };
+            entry.decided.subscribe()
         };
         let decided = tokio::time::timeout(self.wait, rx.wait_for(Option::is_some)).await;
         match decided {
