@@ -507,7 +507,11 @@ async fn cursor_phase(args: &Args) -> anyhow::Result<String> {
         args.upstream_latency
     )?;
     for (record, t, drained) in &results {
-        writeln!(o, "recording {}:", if *record { "on (synchronous=".to_owned() + &args.synchronous + ")" } else { "off".to_owned() })?;
+        writeln!(
+            o,
+            "recording {}:",
+            if *record { "on (synchronous=".to_owned() + &args.synchronous + ")" } else { "off".to_owned() }
+        )?;
         writeln!(o, "{header}")?;
         let (via, mock_ttft) = (Pcts::of(&t.first_delta_ms), Pcts::of(&t.mock_ttft_ms));
         row(&mut o, "mock TTFT (direct)", &mock_ttft)?;
