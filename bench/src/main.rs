@@ -11,6 +11,9 @@
 //!   second and their latency through the proxy with a cached leaf (the first, minting handshake
 //!   reported apart), and the latency a proxied request adds over a direct one to the same local
 //!   HTTPS upstream. `--proxy-only` runs just that phase.
+//! - with `--cursor-turns N`, the Cursor backend (see `cursor.rs`): time from the seq-0
+//!   BidiAppend to the first `text_delta` on RunSSE, through the proxy, against the mock's own
+//!   time to first token. `--cursor-only` runs just that phase.
 //!
 //! Everything (mock, engine, load generator) shares one process and one tokio runtime, and talks
 //! over 127.0.0.1 only. Every phase is bounded; the run ends by itself.
@@ -18,8 +21,10 @@
 //! ```text
 //! cargo run --release -p keyhaven-bench -- --rate 500 --duration 10s --warmup 2s
 //! cargo run --release -p keyhaven-bench -- --proxy-only --proxy-handshakes 2000 --proxy-requests 5000
+//! cargo run --release -p keyhaven-bench -- --cursor-only --cursor-turns 500 [--upstream-latency 20ms]
 //! ```
 
+mod cursor;
 mod load;
 mod mock;
 mod proxy;
@@ -88,6 +93,12 @@ struct Args {
     /// Run only the proxy phase (needs `--proxy-handshakes`).
     #[arg(long)]
     proxy_only: bool,
+    /// Measured Cursor turns (seq-0 BidiAppend → first text_delta); 0 skips the Cursor phase.
+    #[arg(long, default_value_t = 0)]
+    cursor_turns: u32,
+    /// Run only the Cursor phase (needs `--cursor-turns`).
+    #[arg(long)]
+    cursor_only: bool,
 }
 
 /// `10s`, `250ms`, `2m`, or a bare number of seconds.
@@ -152,8 +163,15 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     anyhow::ensure!(args.rate > 0, "--rate must be positive");
     anyhow::ensure!(!args.proxy_only || args.proxy_handshakes > 0, "--proxy-only needs --proxy-handshakes N");
-    if args.proxy_only {
-        let report = proxy_phase(&args).await?;
+    anyhow::ensure!(!args.cursor_only || args.cursor_turns > 0, "--cursor-only needs --cursor-turns N");
+    if args.proxy_only || args.cursor_only {
+        let mut report = String::new();
+        if args.proxy_only {
+            report.push_str(&proxy_phase(&args).await?);
+        }
+        if args.cursor_only {
+            report.push_str(&cursor_phase(&args).await?);
+        }
         std::io::stdout().write_all(report.as_bytes()).context("writing the report")?;
         return Ok(());
     }
@@ -240,6 +258,9 @@ async fn main() -> anyhow::Result<()> {
     let mut report = render(&args, &d, &k, &k_off, ds.as_ref().zip(ks.as_ref()), &mem, recorded, dropped, drained)?;
     if args.proxy_handshakes > 0 {
         report.push_str(&proxy_phase(&args).await?);
+    }
+    if args.cursor_turns > 0 {
+        report.push_str(&cursor_phase(&args).await?);
     }
     std::io::stdout().write_all(report.as_bytes()).context("writing the report")?;
     Ok(())
@@ -435,6 +456,71 @@ async fn proxy_phase(args: &Args) -> anyhow::Result<String> {
     errors(&mut o, "proxy", r_proxy.errors, r_proxy.first_error.as_ref())?;
     if !drained {
         writeln!(o, "Proxy engine shutdown: tasks outlived the 5 s grace period")?;
+    }
+    Ok(o)
+}
+
+/// Starts the mock (one text delta per answer, `--upstream-latency` before it) and two engines in
+/// `local` routing mode (recording on, then off), then measures Cursor turns through each proxy
+/// (see `cursor.rs`); returns the report section.
+async fn cursor_phase(args: &Args) -> anyhow::Result<String> {
+    let mock = Mock::start(args.upstream_latency, 1, Duration::ZERO).await.context("starting the mock")?;
+    let mock_url = format!("http://{}", mock.addr);
+    let dir = tempfile::tempdir().context("creating a temp data dir")?;
+    let client = reqwest::Client::builder().http1_only().no_proxy().timeout(args.timeout).build()?;
+    let direct = Target { url: format!("{mock_url}/v1/chat/completions"), model: "mock-model".into() };
+    let n = args.cursor_turns;
+    let warm = (n / 10).max(1);
+    let mut results = Vec::new();
+    for record in [true, false] {
+        let name = if record { "cursor" } else { "cursor-unrecorded" };
+        let text = config_text(&mock_url, record, &args.synchronous) + "\n[proxy]\nmode = \"local\"\n";
+        let ca_dir = dir.path().join(format!("{name}.ca"));
+        let config = EngineConfig {
+            config_path: None,
+            ca_dir: ca_dir.clone(),
+            database_path: dir.path().join(format!("{name}.db")),
+            file: keyhaven::config::load_str("bench-cursor.toml", &text)?,
+            listen: Some(([127, 0, 0, 1], 0).into()),
+            proxy_listen: Some(([127, 0, 0, 1], 0).into()),
+            upstream_overrides: Default::default(),
+        };
+        let engine = Engine::start(config, Secrets::empty()).await.context("starting the Cursor engine")?;
+        let proxy_addr = engine.handle().proxy.context("the engine started no proxy")?.addr;
+        let ca = CertificateDer::from_pem_file(ca_dir.join(keyhaven::proxy::ca::CERT_FILE))
+            .context("reading the engine's local CA certificate")?;
+        let tls = proxy::connector(ca)?;
+        progress(&format!("cursor: {n} turns (+{warm} unmeasured), recording {}", if record { "on" } else { "off" }));
+        let turns = cursor::turns(proxy_addr, &tls, &client, &direct, n, warm, args.timeout).await;
+        let drained = engine.shutdown(Duration::from_secs(5)).await;
+        results.push((record, turns, drained));
+    }
+    mock.stop();
+
+    let mut o = String::new();
+    let header = format!("  {:<26} {:>9} {:>9} {:>9} {:>9}", "(ms)", "p50", "p95", "p99", "max");
+    writeln!(o, "\nCursor turns (local mode, RunSSE + hex BidiAppend over HTTP/1.1 through the proxy)")?;
+    writeln!(
+        o,
+        "  span: seq-0 BidiAppend sent -> first text_delta frame read (connections already open);\n  \
+         mock TTFT: the same mock asked directly, request sent -> first SSE data line; upstream latency {:?}",
+        args.upstream_latency
+    )?;
+    for (record, t, drained) in &results {
+        writeln!(
+            o,
+            "recording {}:",
+            if *record { "on (synchronous=".to_owned() + &args.synchronous + ")" } else { "off".to_owned() }
+        )?;
+        writeln!(o, "{header}")?;
+        let (via, mock_ttft) = (Pcts::of(&t.first_delta_ms), Pcts::of(&t.mock_ttft_ms));
+        row(&mut o, "mock TTFT (direct)", &mock_ttft)?;
+        row(&mut o, "append -> first text_delta", &via)?;
+        row(&mut o, "added (difference of pXX)", &diff(&mock_ttft, &via))?;
+        errors(&mut o, "turns", t.errors, t.first_error.as_ref())?;
+        if !drained {
+            writeln!(o, "  engine shutdown: tasks outlived the 5 s grace period")?;
+        }
     }
     Ok(o)
 }

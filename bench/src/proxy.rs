@@ -125,7 +125,7 @@ pub enum Route {
 }
 
 /// A TCP stream on which the next bytes are the TLS handshake with `api2.cursor.sh`.
-async fn open(route: Route) -> anyhow::Result<TcpStream> {
+pub async fn open(route: Route) -> anyhow::Result<TcpStream> {
     let addr = match route {
         Route::Direct(a) | Route::Proxy(a) => a,
     };

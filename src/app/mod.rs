@@ -11,12 +11,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::api::control::ControlApi;
+use crate::api::cursor::CursorOptions;
 use crate::api::{self, ApiState, GuardConfig};
 use crate::config::EngineConfig;
 use crate::control::logs::LogRing;
 use crate::control::token::ControlToken;
 use crate::control::{ControlDeps, ControlService};
 use crate::cursor::agent::AgentOptions;
+use crate::cursor::transport::{InboxOptions, RegistryOptions};
 use crate::cursor::turn::{Backend, BackendOptions};
 use crate::model::{CallFinish, CallStart};
 use crate::pricing::PriceTable;
@@ -92,6 +94,15 @@ pub struct EngineHandle {
     pub proxy: Option<ProxyHandle>,
     /// The management service (the shell's commands and the HTTP control API use it).
     pub control: ControlService,
+    /// The Cursor agent backend behind the proxy, when the proxy runs.
+    pub cursor: Option<CursorParts>,
+}
+
+/// The Cursor backend's parts, for tests and diagnostics (live transports, undecided routes).
+#[derive(Debug, Clone)]
+pub struct CursorParts {
+    pub backend: Arc<Backend>,
+    pub state: api::cursor::CursorState,
 }
 
 impl EngineHandle {
@@ -189,10 +200,12 @@ impl Engine {
                 let _ = tokio::task::spawn_blocking(move || d.refresh()).await;
             }
         });
-        let proxy = if config.file.proxy.enabled {
-            Some(start_proxy(&config, &secrets_keyring, &spawner, gateway.clone(), store.clone()).await?)
+        let (proxy, cursor) = if config.file.proxy.enabled {
+            let (proxy, cursor) =
+                start_proxy(&config, &secrets_keyring, &spawner, gateway.clone(), store.clone()).await?;
+            (Some(proxy), Some(cursor))
         } else {
-            None
+            (None, None)
         };
         let token_dir = data_dir.clone();
         let token = tokio::task::spawn_blocking(move || ControlToken::load_or_create(&token_dir))
@@ -264,7 +277,7 @@ impl Engine {
         tracing::info!(%addr, models = gateway.catalog().models().len(), "keyhaven gateway listening");
         Ok(Engine {
             spawner,
-            handle: EngineHandle { gateway, store, addr, proxy, control },
+            handle: EngineHandle { gateway, store, addr, proxy, control, cursor },
             database_path: config.database_path,
         })
     }
@@ -306,7 +319,7 @@ async fn start_proxy(
     spawner: &Spawner,
     gateway: Arc<Gateway>,
     store: Arc<Store>,
-) -> Result<ProxyHandle, EngineError> {
+) -> Result<(ProxyHandle, CursorParts), EngineError> {
     let intercept = InterceptList::new(&config.file.proxy.intercept);
     let paths = CaPaths::new(config.ca_dir.clone());
     let keyring = keyring.clone();
@@ -330,20 +343,38 @@ async fn start_proxy(
         &UpstreamOptions { overrides: config.upstream_overrides.clone(), ..UpstreamOptions::default() },
         spawner,
     )?;
-    let agent = AgentOptions {
-        max_steps: config.file.agent.max_steps.max(1),
-        exec_timeout: Duration::from_millis(config.file.agent.exec_timeout.max(1)),
-    };
-    let backend =
-        Backend::new(gateway, Some(store), spawner.clone(), BackendOptions { agent, ..BackendOptions::default() });
-    let service = api::cursor::router(api::cursor::CursorState::new(backend, upstream.clone(), spawner.clone()));
-    let deps = ProxyDeps {
-        ca: Arc::new(ca),
-        service,
-        upstream,
-        mode: ModeSwitch::new(config.file.proxy.mode),
-        sink: Arc::new(TracingSink),
-        spawner: spawner.clone(),
-    };
-    Ok(proxy::start(ProxyOptions::new(config.proxy_listen_addr()), deps).await?)
+    let c = &config.file.cursor;
+    let backend = Backend::new(gateway, Some(store), spawner.clone(), backend_options(config));
+    let mode = ModeSwitch::new(config.file.proxy.mode);
+    let state = api::cursor::CursorState::new(
+        backend.clone(),
+        upstream.clone(),
+        spawner.clone(),
+        mode.clone(),
+        CursorOptions { http2: c.http2, route_wait: Duration::from_millis(c.first_message_wait) },
+    );
+    let service = api::cursor::router(state.clone());
+    let deps =
+        ProxyDeps { ca: Arc::new(ca), service, upstream, mode, sink: Arc::new(TracingSink), spawner: spawner.clone() };
+    let proxy = proxy::start(ProxyOptions::new(config.proxy_listen_addr()), deps).await?;
+    Ok((proxy, CursorParts { backend, state }))
+}
+
+/// The Cursor backend's timing from `[cursor]` and the agent loop's limits from `[agent]`.
+fn backend_options(config: &EngineConfig) -> BackendOptions {
+    let c = &config.file.cursor;
+    let ms = Duration::from_millis;
+    BackendOptions {
+        registry: RegistryOptions {
+            inbox: InboxOptions { gap_wait: ms(c.gap_wait), ..InboxOptions::default() },
+            heartbeat: ms(c.heartbeat),
+            ..RegistryOptions::default()
+        },
+        first_message_wait: ms(c.first_message_wait),
+        linger: ms(c.linger),
+        agent: AgentOptions {
+            max_steps: config.file.agent.max_steps.max(1),
+            exec_timeout: ms(config.file.agent.exec_timeout.max(1)),
+        },
+    }
 }

@@ -31,6 +31,7 @@ pub struct FileConfig {
     pub routing: RoutingConfig,
     #[serde(default)]
     pub agent: AgentConfig,
+    pub cursor: CursorConfig,
 }
 
 impl FileConfig {
@@ -111,6 +112,76 @@ pub struct AgentConfig {
 impl Default for AgentConfig {
     fn default() -> AgentConfig {
         AgentConfig { max_steps: 50, exec_timeout: 300_000 }
+    }
+}
+
+/// Where a Cursor agent run with a configured model goes in `hybrid` mode (`[[models]] cursor`).
+/// `local` and `upstream` modes ignore it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CursorRoute {
+    /// Keyhaven runs the turn with the model's provider.
+    #[default]
+    Local,
+    /// The run goes to Cursor's official service unchanged (the model's name must be one Cursor
+    /// knows).
+    Upstream,
+}
+
+impl CursorRoute {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CursorRoute::Local => "local",
+            CursorRoute::Upstream => "upstream",
+        }
+    }
+}
+
+/// The transport knob Keyhaven may change in the official `GetServerConfig` answer
+/// (`http2_config`, cursor-protocol.md §1.2). Everything else in that answer is passed through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CursorHttp2 {
+    /// Leave the official value (Keyhaven serves both the h2 `Run` stream and RunSSE).
+    #[default]
+    Official,
+    /// `FORCE_ALL_DISABLED`: HTTP/1.1 with RunSSE + BidiAppend.
+    Disabled,
+    /// `FORCE_ALL_ENABLED`.
+    Enabled,
+    /// `FORCE_BIDI_DISABLED`: h2, but RunSSE + BidiAppend instead of the bidi `Run` stream.
+    BidiDisabled,
+    /// `FORCE_BIDI_ENABLED`.
+    BidiEnabled,
+}
+
+/// The `[cursor]` table: the Cursor agent backend's timing and transport knobs (milliseconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CursorConfig {
+    /// How long an agent stream waits for its run request (BidiAppend seqno 0) before it ends
+    /// with a `deadline_exceeded` error.
+    pub first_message_wait: u64,
+    /// How long a gap in BidiAppend seqnos may stay open before it is skipped.
+    pub gap_wait: u64,
+    /// How long a finished run stays registered (late appends get 200, RunSSE re-subscribers get
+    /// the replay).
+    pub linger: u64,
+    /// Server heartbeat on an idle agent stream.
+    pub heartbeat: u64,
+    /// `GetServerConfig`'s `http2_config`.
+    pub http2: CursorHttp2,
+}
+
+impl Default for CursorConfig {
+    fn default() -> CursorConfig {
+        CursorConfig {
+            first_message_wait: 30_000,
+            gap_wait: 30_000,
+            linger: 30_000,
+            heartbeat: 5_000,
+            http2: CursorHttp2::Official,
+        }
     }
 }
 
@@ -526,6 +597,9 @@ pub struct ModelConfig {
     pub price: Option<PriceOverride>,
     #[serde(default)]
     pub timeouts: ModelTimeouts,
+    /// In `hybrid` mode: whether Cursor runs with this model are served locally or upstream.
+    #[serde(default)]
+    pub cursor: CursorRoute,
 }
 
 impl ModelConfig {
@@ -645,6 +719,13 @@ fn validate(file: &str, text: &str, config: &FileConfig) -> Result<(), ConfigErr
         return Err(ConfigError::Semantic {
             file: file.to_owned(),
             message: "routing: cooldown_failures and cooldown_window must be > 0".into(),
+        });
+    }
+    let c = &config.cursor;
+    if c.first_message_wait == 0 || c.gap_wait == 0 || c.heartbeat == 0 {
+        return Err(ConfigError::Semantic {
+            file: file.to_owned(),
+            message: "cursor: first_message_wait, gap_wait and heartbeat must be > 0".into(),
         });
     }
     let t = &config.timeouts;

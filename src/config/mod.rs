@@ -7,10 +7,10 @@
 mod file;
 
 pub use file::{
-    AgentConfig, FileConfig, GroupConfig, KeyRef, LINGMA_DEFAULT_TIMEOUT, LingmaOptions, LingmaTransport,
-    ModelCapabilities, ModelConfig, ModelTimeouts, PriceOverride, ProviderConfig, ProviderKind, ProxyConfig,
-    RetryConfig, RoutingConfig, RoutingMode, ServerConfig, SessionMode, Synchronous, TimeoutConfig, ToolsMode,
-    load_str,
+    AgentConfig, CursorConfig, CursorHttp2, CursorRoute, FileConfig, GroupConfig, KeyRef, LINGMA_DEFAULT_TIMEOUT,
+    LingmaOptions, LingmaTransport, ModelCapabilities, ModelConfig, ModelTimeouts, PriceOverride, ProviderConfig,
+    ProviderKind, ProxyConfig, RetryConfig, RoutingConfig, RoutingMode, ServerConfig, SessionMode, Synchronous,
+    TimeoutConfig, ToolsMode, load_str,
 };
 
 use std::collections::HashMap;

@@ -160,3 +160,25 @@ fn lingma_providers_need_no_base_url_and_others_reject_lingma_fields() {
     let err = load_str("c.toml", "[[providers]]\nname = \"x\"\nkind = \"openai\"\n").expect_err("no base_url");
     assert!(err.to_string().contains("needs a base_url"), "{err}");
 }
+
+#[test]
+fn cursor_table_and_model_routes_parse_with_defaults() {
+    use crate::config::{CursorConfig, CursorHttp2, CursorRoute};
+    let c = load_str("c.toml", GOOD).expect("valid");
+    assert_eq!(c.cursor, CursorConfig::default());
+    assert_eq!(c.cursor.first_message_wait, 30_000);
+    assert_eq!(c.models[0].cursor, CursorRoute::Local);
+    let text = GOOD
+        .replace("upstream = \"claude-sonnet-4-5\"\n", "upstream = \"claude-sonnet-4-5\"\ncursor = \"upstream\"\n")
+        + "[cursor]\nfirst_message_wait = 200\nhttp2 = \"bidi_disabled\"\n";
+    let c = load_str("c.toml", &text).expect("valid");
+    assert_eq!(c.models[0].cursor, CursorRoute::Upstream);
+    assert_eq!((c.cursor.first_message_wait, c.cursor.gap_wait), (200, 30_000));
+    assert_eq!(c.cursor.http2, CursorHttp2::BidiDisabled);
+    for bad in ["[cursor]\ngap_wait = 0\n", "[cursor]\nhttp2 = \"sometimes\"\n", "[cursor]\nwait = 1\n"] {
+        assert!(load_str("c.toml", &(GOOD.to_owned() + bad)).is_err(), "{bad}");
+    }
+    let bad_route =
+        GOOD.replace("upstream = \"claude-sonnet-4-5\"\n", "upstream = \"claude-sonnet-4-5\"\ncursor = \"cloud\"\n");
+    assert!(load_str("c.toml", &bad_route).is_err());
+}

@@ -232,6 +232,26 @@ pub enum RoutingMode {
     Hybrid,
 }
 
+/// Where Cursor agent runs with one configured model go in `hybrid` mode (`local` and
+/// `upstream` modes ignore it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub enum CursorRoute {
+    /// Keyhaven runs the turn with the model's provider.
+    Local,
+    /// The run goes to Cursor's own servers (the model's name must be one Cursor knows).
+    Upstream,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ModelRoute {
+    pub model: String,
+    pub route: CursorRoute,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
@@ -239,6 +259,16 @@ pub struct Routing {
     pub mode: RoutingMode,
     /// Whether the intercepting proxy runs (the mode is kept in the config file either way).
     pub proxy_running: bool,
+    /// Each configured model's route in hybrid mode, in config order.
+    pub models: Vec<ModelRoute>,
+}
+
+/// `PUT /api/routing/models/{name}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ModelRouteInput {
+    pub route: CursorRoute,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

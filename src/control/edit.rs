@@ -300,6 +300,12 @@ pub(crate) fn add_model(doc: &mut DocumentMut, m: &dto::ModelInput) {
     }
 }
 
+/// Sets a model's `cursor` route (`local` or `upstream`).
+pub(crate) fn set_model_route(doc: &mut DocumentMut, model: &str, route: &str) -> Result<(), ControlError> {
+    set(named_mut(doc, "models", model)?, "cursor", Value::from(route));
+    Ok(())
+}
+
 pub(crate) fn update_model(doc: &mut DocumentMut, old: &str, m: &dto::ModelInput) -> Result<(), ControlError> {
     write_model(named_mut(doc, "models", old)?, m);
     Ok(())

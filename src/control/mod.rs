@@ -3,7 +3,7 @@
 //!
 //! [`ControlService`] is a cheap `Clone` built by `app` from the engine's parts. It covers:
 //! engine status; providers and models (list, create, edit, delete); connection tests; provider
-//! keys (write-only); the Cursor routing mode; the local CA and its trust stores; usage (tokens,
+//! keys (write-only); the Cursor routing mode and each model's route in hybrid mode; the local CA and its trust stores; usage (tokens,
 //! cost, cache hit rate, latency percentiles, error rate by day, model, provider or client); the
 //! call history (filter, page, detail, delete, retention); client setup (detect, route, undo); the
 //! live log tail; and settings.
@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 use secrecy::SecretString;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{FileConfig, KeyRef, RoutingMode, ToolsMode};
+use crate::config::{CursorRoute, FileConfig, KeyRef, RoutingMode, ToolsMode};
 use crate::control::dto::ErrorBody;
 use crate::control::edit::ConfigFile;
 use crate::control::logs::LogRing;
@@ -568,7 +568,41 @@ impl ControlService {
             Some(m) => m.get(),
             None => self.current().proxy.mode,
         };
-        Ok(dto::Routing { mode: mode_to_dto(mode), proxy_running: self.inner.mode.is_some() })
+        let models = self
+            .current()
+            .models
+            .iter()
+            .map(|m| dto::ModelRoute {
+                model: m.name().to_owned(),
+                route: match m.cursor {
+                    CursorRoute::Local => dto::CursorRoute::Local,
+                    CursorRoute::Upstream => dto::CursorRoute::Upstream,
+                },
+            })
+            .collect();
+        Ok(dto::Routing { mode: mode_to_dto(mode), proxy_running: self.inner.mode.is_some(), models })
+    }
+
+    /// Sets where Cursor runs with `model` go in hybrid mode (`[[models]] cursor`); applies to
+    /// the next run.
+    pub async fn set_model_route(
+        &self,
+        model: &str,
+        input: dto::ModelRouteInput,
+    ) -> Result<dto::Routing, ControlError> {
+        let route = match input.route {
+            dto::CursorRoute::Local => CursorRoute::Local,
+            dto::CursorRoute::Upstream => CursorRoute::Upstream,
+        };
+        let name = model.to_owned();
+        self.change(move |doc, file| {
+            if !file.models.iter().any(|m| m.name() == name) {
+                return Err(ControlError::NotFound(format!("no model named `{name}`")));
+            }
+            edit::set_model_route(doc, &name, route.as_str())
+        })
+        .await?;
+        self.routing().await
     }
 
     /// Switches the mode of the running proxy (next request) and keeps it in the config file.

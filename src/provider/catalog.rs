@@ -6,7 +6,9 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use crate::config::PriceOverride;
-use crate::config::{FileConfig, KeyRef, LingmaOptions, ModelCapabilities, ModelTimeouts, ProviderKind, ToolsMode};
+use crate::config::{
+    CursorRoute, FileConfig, KeyRef, LingmaOptions, ModelCapabilities, ModelTimeouts, ProviderKind, ToolsMode,
+};
 use crate::pricing::{Price, PriceTable, PricingError, parse_amount};
 
 #[derive(Debug, Clone)]
@@ -38,6 +40,8 @@ pub struct ModelEntry {
     pub price: Option<Price>,
     /// Overrides of the global timeouts.
     pub timeouts: ModelTimeouts,
+    /// Where Cursor agent runs with this model go in `hybrid` mode.
+    pub cursor: CursorRoute,
 }
 
 /// A resolved model and its provider.
@@ -119,6 +123,7 @@ impl Catalog {
                 tools: if provider.kind == ProviderKind::Lingma { ToolsMode::Emulated } else { m.tools },
                 price,
                 timeouts: m.timeouts,
+                cursor: m.cursor,
             });
             let idx = catalog.models.len();
             for n in std::iter::once(&entry.name).chain(&entry.aliases).chain(std::iter::once(&entry.id)) {

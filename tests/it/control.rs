@@ -245,9 +245,41 @@ async fn providers_models_calls_usage_routing_retention_through_the_control_serv
 
     // Routing mode: live on the proxy and kept in the file.
     let r = ctl.set_routing(dto::RoutingInput { mode: dto::RoutingMode::Upstream }).await.expect("routing");
-    assert_eq!(r, dto::Routing { mode: dto::RoutingMode::Upstream, proxy_running: true });
+    let local = |m: &str| dto::ModelRoute { model: m.into(), route: dto::CursorRoute::Local };
+    let all_local = vec![local("oa-model"), local("an-model"), local("rs-model"), local("m2")];
+    assert_eq!(r, dto::Routing { mode: dto::RoutingMode::Upstream, proxy_running: true, models: all_local });
     assert_eq!(engine.handle.proxy.as_ref().expect("proxy").mode.get(), RoutingMode::Upstream);
     assert!(config_file(&engine).contains("mode = \"upstream\""));
+    seen.add(&r);
+    // Per-model hybrid route: kept in the file, live in the catalog, kept by a model edit.
+    let r = ctl
+        .set_model_route("m2", dto::ModelRouteInput { route: dto::CursorRoute::Upstream })
+        .await
+        .expect("model route");
+    assert_eq!(r.models[3], dto::ModelRoute { model: "m2".into(), route: dto::CursorRoute::Upstream });
+    assert_eq!(r.models[..3], [local("oa-model"), local("an-model"), local("rs-model")]);
+    assert!(config_file(&engine).contains("cursor = \"upstream\""), "{}", config_file(&engine));
+    let live = |name: &str| engine.handle.gateway.catalog().resolve(name).expect("model").model.cursor;
+    assert_eq!(live("m2"), keyhaven::config::CursorRoute::Upstream);
+    let mut edit = dto::ModelInput {
+        name: "m2".into(),
+        aliases: vec!["m2-alias".into()],
+        provider: "p2".into(),
+        upstream: "gpt-4o-mini".into(),
+        context_window: Some(128_000),
+        max_output_tokens: None,
+        capabilities: None,
+        tools: None,
+        price: m.price.clone(),
+    };
+    edit.max_output_tokens = Some(1000);
+    ctl.update_model("m2", edit).await.expect("update model");
+    assert_eq!(live("m2"), keyhaven::config::CursorRoute::Upstream, "a model edit keeps its route");
+    let r = ctl.set_model_route("m2", dto::ModelRouteInput { route: dto::CursorRoute::Local }).await.expect("route");
+    assert_eq!(r.models[3].route, dto::CursorRoute::Local);
+    assert_eq!(live("m2"), keyhaven::config::CursorRoute::Local);
+    let missing = ctl.set_model_route("nope", dto::ModelRouteInput { route: dto::CursorRoute::Local }).await;
+    assert_eq!(missing.expect_err("unknown model").kind(), "not_found");
     seen.add(&r);
 
     // Delete a call: gone from the history, still in the usage.
@@ -516,6 +548,18 @@ async fn control_api_refuses_foreign_pages_with_no_side_effects() {
         .await
         .expect("send");
     assert_eq!(missing.status(), 404);
+    let route = engine
+        .http
+        .put(engine.url("/api/routing/models/an-model"))
+        .header("authorization", &bearer)
+        .header("content-type", "application/json")
+        .body(r#"{"route":"upstream"}"#)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(route.status(), 200);
+    let routing: dto::Routing = route.json().await.expect("routing");
+    assert_eq!(routing.models[1], dto::ModelRoute { model: "an-model".into(), route: dto::CursorRoute::Upstream });
     engine.stop().await;
 }
 

@@ -1,24 +1,28 @@
 //! A Cursor client simulator, written from cursor-protocol.md, driving the whole engine through
 //! its intercepting proxy with the engine's real CA: RunSSE plus hex BidiAppends (out of order,
-//! duplicated), the model catalog, wire robustness, and passthrough of calls Keyhaven does not
-//! answer to a test "official host".
+//! duplicated, with gaps, gzip), the h2 bidi `Run` stream (full duplex, multiplexed, with a
+//! cancel), hybrid routing per model, the model catalog, `GetServerConfig`, wire robustness, and
+//! passthrough of calls Keyhaven does not answer to a test "official host". After each case the
+//! transport registry, the undecided routes and (where no upstream connection is pooled) the
+//! engine's task count are back to where they started.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine as _;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use keyhaven::app::Engine;
-use keyhaven::config::{EngineConfig, UpstreamOverrides, load_str};
+use keyhaven::config::{EngineConfig, RoutingMode, UpstreamOverrides, load_str};
 use keyhaven::cursor::protocol::agent::{self, agent_client_message, agent_server_message, interaction_update};
 use keyhaven::cursor::protocol::aiserver;
-use keyhaven::cursor::protocol::connect::{self, Code, Envelope};
+use keyhaven::cursor::protocol::connect::{self, Code, EndStream, Envelope, EnvelopeDecoder};
 use keyhaven::secrets::{Keyring, MemoryKeyring, Secrets};
 use prost::Message;
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -31,6 +35,21 @@ use crate::support::{CANARY_KEY, MockUpstream, Reply, TestEngine, Up, config_tex
 
 const TIMEOUT: Duration = Duration::from_secs(20);
 
+/// The official `GetServerConfig` answer of the test host: agent URLs plus a field Keyhaven's
+/// proto does not know (field 100, an indexing key).
+fn official_server_config() -> Vec<u8> {
+    let mut raw = aiserver::GetServerConfigResponse {
+        http2_config: aiserver::Http2Config::ForceAllEnabled as i32,
+        agent_url_config: Some(aiserver::AgentUrlConfig {
+            agent_url: "https://agent.api5.cursor.sh".into(),
+            agentn_url: "https://agentn.api5.cursor.sh".into(),
+        }),
+    }
+    .encode_to_vec();
+    prost::encoding::string::encode(100, &"indexing-key-from-cursor".to_owned(), &mut raw);
+    raw
+}
+
 /// What the test official host saw.
 #[derive(Debug, Clone)]
 struct Seen {
@@ -39,7 +58,8 @@ struct Seen {
     body: Bytes,
 }
 
-/// A TLS "official host" that records each request and echoes its body back.
+/// A TLS "official host" that records each request and echoes its body back (`Run` streams
+/// its echo as the request arrives, full duplex; `GetServerConfig` answers gzip).
 async fn official_host(pki: &TestPki) -> (std::net::SocketAddr, Arc<Mutex<Vec<Seen>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
@@ -58,13 +78,37 @@ async fn official_host(pki: &TestPki) -> (std::net::SocketAddr, Arc<Mutex<Vec<Se
                     async move {
                         let path = req.uri().path().to_owned();
                         let headers = req.headers().clone();
+                        if path.ends_with("/Run") {
+                            s.lock().expect("seen").push(Seen { path: path.clone(), headers, body: Bytes::new() });
+                            let resp = Response::builder()
+                                .status(200)
+                                .header("x-official", path)
+                                .header("content-type", "application/connect+proto")
+                                .body(req.into_body().boxed())
+                                .expect("response");
+                            return Ok::<_, Infallible>(resp);
+                        }
                         let body = req.into_body().collect().await.expect("body").to_bytes();
                         s.lock().expect("seen").push(Seen { path: path.clone(), headers, body: body.clone() });
+                        if path.ends_with("/GetServerConfig") {
+                            let resp = Response::builder()
+                                .status(200)
+                                .header("x-official", path)
+                                .header("content-type", "application/proto")
+                                .header("content-encoding", "gzip")
+                                .body(
+                                    Full::new(Bytes::from(connect::gzip(&official_server_config())))
+                                        .map_err(|e| match e {})
+                                        .boxed(),
+                                )
+                                .expect("response");
+                            return Ok::<_, Infallible>(resp);
+                        }
                         let resp = Response::builder()
                             .status(200)
                             .header("x-official", path)
                             .header("content-type", "application/proto")
-                            .body(Full::new(body))
+                            .body(Full::new(body).map_err(|e| match e {}).boxed())
                             .expect("response");
                         Ok::<_, Infallible>(resp)
                     }
@@ -81,16 +125,33 @@ async fn official_host(pki: &TestPki) -> (std::net::SocketAddr, Arc<Mutex<Vec<Se
 struct Sim {
     te: TestEngine,
     mock: MockUpstream,
-    ca: CertificateDer<'static>,
+    dial: Dialer,
     seen: Arc<Mutex<Vec<Seen>>>,
+    /// The engine's task count once started (listeners and loops only).
+    tasks: usize,
 }
 
+type ReqBody = StreamBody<Pin<Box<dyn futures::Stream<Item = Result<Frame<Bytes>, Infallible>> + Send>>>;
+
+/// A simulator in `local` mode with short lingers and waits (so finished runs and placeholders
+/// leave the registry within a test).
 async fn sim() -> Sim {
+    sim_with(&format!("[proxy]\nmode = \"local\"\n{SHORT}"), "").await
+}
+
+/// `[cursor]` waits for tests: long enough for a loaded machine, short enough to settle.
+const SHORT: &str = "[cursor]\nlinger = 1000\nfirst_message_wait = 5000\n";
+
+/// `tables` are appended to the test config; `an_model` goes into the `an-model` table.
+async fn sim_with(tables: &str, an_model: &str) -> Sim {
     let mock = MockUpstream::start().await;
     let pki = test_pki();
     let (official, seen) = official_host(&pki).await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let file = load_str("test.toml", &config_text(&mock.url(), "")).expect("config");
+    let text = config_text(&mock.url(), "")
+        .replace("name = \"an-model\"\n", &format!("name = \"an-model\"\n{an_model}\n"))
+        + tables;
+    let file = load_str("test.toml", &text).expect("config");
     let keyring = Arc::new(MemoryKeyring::default());
     keyring.set("test-key", &SecretString::from(CANARY_KEY)).expect("key");
     let secrets = Secrets::new(keyring, Arc::new(|_| None));
@@ -112,15 +173,20 @@ async fn sim() -> Sim {
     let b64: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
     let ca = CertificateDer::from(base64::engine::general_purpose::STANDARD.decode(b64).expect("pem body"));
     let te = TestEngine { engine: Some(engine), handle, dir, base, http: reqwest::Client::new() };
-    Sim { te, mock, ca, seen }
+    let tasks = te.engine.as_ref().expect("engine").spawner().len();
+    let dial = Dialer { proxy: te.handle.proxy.as_ref().expect("proxy").addr, ca };
+    Sim { te, mock, dial, seen, tasks }
 }
 
-impl Sim {
-    /// One HTTP/1.1 request to api2.cursor.sh through the proxy (a fresh connection, as Cursor's
-    /// BidiAppends mostly are), trusting only the engine's CA.
-    async fn send(&self, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> Response<Incoming> {
-        let proxy = self.te.handle.proxy.clone().expect("proxy");
-        let tcp = connect_via_proxy(proxy.addr, "api2.cursor.sh:443").await.expect("CONNECT");
+/// Opens client connections to api2.cursor.sh through the proxy, trusting only the engine's CA.
+#[derive(Clone)]
+struct Dialer {
+    proxy: std::net::SocketAddr,
+    ca: CertificateDer<'static>,
+}
+
+impl Dialer {
+    fn tls(&self, alpn: &[u8]) -> tokio_rustls::TlsConnector {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(self.ca.clone()).expect("root");
         let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
@@ -128,9 +194,28 @@ impl Sim {
             .expect("versions")
             .with_root_certificates(roots)
             .with_no_client_auth();
-        cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+        cfg.alpn_protocols = vec![alpn.to_vec()];
+        tokio_rustls::TlsConnector::from(Arc::new(cfg))
+    }
+
+    /// An HTTP/2 connection to api2.cursor.sh through the proxy, trusting only the engine's CA.
+    async fn h2(&self) -> hyper::client::conn::http2::SendRequest<ReqBody> {
+        let tcp = connect_via_proxy(self.proxy, "api2.cursor.sh:443").await.expect("CONNECT");
         let name = ServerName::try_from("api2.cursor.sh").expect("name");
-        let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg)).connect(name, tcp).await.expect("tls");
+        let tls = self.tls(b"h2").connect(name, tcp).await.expect("tls");
+        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]), "the proxy speaks h2");
+        let (send, conn) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls)).await.expect("h2");
+        tokio::spawn(conn);
+        send
+    }
+
+    /// One HTTP/1.1 request to api2.cursor.sh through the proxy (a fresh connection, as Cursor's
+    /// BidiAppends mostly are), trusting only the engine's CA.
+    async fn send(&self, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> Response<Incoming> {
+        let tcp = connect_via_proxy(self.proxy, "api2.cursor.sh:443").await.expect("CONNECT");
+        let name = ServerName::try_from("api2.cursor.sh").expect("name");
+        let tls = self.tls(b"http/1.1").connect(name, tcp).await.expect("tls");
         let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.expect("h1");
         tokio::spawn(conn);
         let mut req = Request::post(format!("https://api2.cursor.sh{path}")).header("host", "api2.cursor.sh");
@@ -139,6 +224,66 @@ impl Sim {
         }
         let req = req.body(Full::new(Bytes::from(body))).expect("request");
         tokio::time::timeout(TIMEOUT, send.send_request(req)).await.expect("in time").expect("response")
+    }
+}
+
+impl Sim {
+    fn set_mode(&self, mode: RoutingMode) {
+        self.te.handle.proxy.as_ref().expect("proxy").mode.set(mode);
+    }
+
+    /// Waits until every agent stream is gone (no transport, no undecided route) and, with
+    /// `tasks`, until the engine runs no more tasks than at start (nothing leaked). Fails if that
+    /// never happens.
+    async fn settled(&self, tasks: bool) {
+        let cursor = self.te.handle.cursor.as_ref().expect("cursor backend");
+        let spawner = self.te.engine.as_ref().expect("engine").spawner();
+        for _ in 0..600 {
+            let quiet = cursor.backend.registry().is_empty() && cursor.state.pending_routes() == 0;
+            if quiet && (!tasks || spawner.len() <= self.tasks) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "leaked: {} transports, {} undecided routes, {} tasks (started with {})",
+            cursor.backend.registry().len(),
+            cursor.state.pending_routes(),
+            spawner.len(),
+            self.tasks
+        );
+    }
+
+    async fn h2(&self) -> hyper::client::conn::http2::SendRequest<ReqBody> {
+        self.dial.h2().await
+    }
+
+    async fn send(&self, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> Response<Incoming> {
+        self.dial.send(path, headers, body).await
+    }
+
+    /// Opens an h2 `Run` stream: the request side stays open for `send`ing client frames. The
+    /// response head is awaited separately (in hybrid mode it comes once the first frame decided
+    /// the route), so the first frame is sent before waiting for it, as Connect clients do.
+    async fn run_h2(
+        &self,
+        h2: &mut hyper::client::conn::http2::SendRequest<ReqBody>,
+        first: Bytes,
+    ) -> (tokio::sync::mpsc::UnboundedSender<Bytes>, Response<Incoming>) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
+        tx.send(first).expect("queue the first frame");
+        let stream = futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
+        });
+        let body: ReqBody = StreamBody::new(Box::pin(stream));
+        let req = Request::post("https://api2.cursor.sh/agent.v1.AgentService/Run")
+            .header("content-type", "application/connect+proto")
+            .header("connect-protocol-version", "1")
+            .header("te", "trailers")
+            .body(body)
+            .expect("request");
+        let resp = tokio::time::timeout(TIMEOUT, h2.send_request(req)).await.expect("in time").expect("response");
+        (tx, resp)
     }
 
     async fn unary(&self, path: &str, body: Vec<u8>) -> (StatusCode, Bytes) {
@@ -155,18 +300,100 @@ impl Sim {
         assert!(body.is_empty(), "BidiAppend answers with an empty body");
     }
 
-    async fn run_sse(&self, request_id: &str) -> Response<Incoming> {
-        let open = aiserver::BidiRequestId { request_id: request_id.to_owned() }.encode_to_vec();
+    /// A gzip BidiAppend (`content-encoding: gzip`).
+    async fn append_gzip(&self, request_id: &str, seqno: u64, msg: &[u8]) {
+        let body = connect::gzip(&connect::encode_append(request_id, seqno, msg));
         let resp = self
             .send(
-                "/agent.v1.AgentService/RunSSE",
-                &[("content-type", "application/connect+proto"), ("connect-protocol-version", "1")],
-                connect::encode_envelope(&open, false).to_vec(),
+                "/aiserver.v1.BidiService/BidiAppend",
+                &[("content-type", "application/proto"), ("content-encoding", "gzip")],
+                body,
             )
             .await;
         assert_eq!(resp.status(), StatusCode::OK);
-        assert_eq!(resp.headers().get("content-type").expect("ct"), "text/event-stream");
-        resp
+        assert!(resp.into_body().collect().await.expect("body").to_bytes().is_empty());
+    }
+
+    /// Opens RunSSE. The request is sent at once; in hybrid mode the answer waits for the route,
+    /// so the caller awaits the returned task after its appends.
+    fn run_sse_task(&self, request_id: &str, gzip: bool) -> tokio::task::JoinHandle<Response<Incoming>> {
+        let s = self.dial.clone();
+        let open = aiserver::BidiRequestId { request_id: request_id.to_owned() }.encode_to_vec();
+        tokio::spawn(async move {
+            let mut headers = vec![("content-type", "application/connect+proto"), ("connect-protocol-version", "1")];
+            if gzip {
+                headers.push(("connect-content-encoding", "gzip"));
+            }
+            s.send("/agent.v1.AgentService/RunSSE", &headers, connect::encode_envelope(&open, gzip).to_vec()).await
+        })
+    }
+
+    async fn run_sse(&self, request_id: &str) -> Response<Incoming> {
+        ok_sse(self.run_sse_task(request_id, false).await.expect("RunSSE task"))
+    }
+}
+
+fn ok_sse(resp: Response<Incoming>) -> Response<Incoming> {
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers().get("content-type").expect("ct"), "text/event-stream");
+    resp
+}
+
+/// Reads a stream's frames one at a time (heartbeats skipped), for full-duplex cases.
+struct FrameReader {
+    body: Incoming,
+    dec: EnvelopeDecoder,
+}
+
+/// One frame of an agent stream.
+#[derive(Debug, PartialEq)]
+enum Out {
+    Update(interaction_update::Message),
+    End(EndStream),
+}
+
+impl FrameReader {
+    fn new(resp: Response<Incoming>) -> FrameReader {
+        FrameReader { body: resp.into_body(), dec: EnvelopeDecoder::new(true) }
+    }
+
+    async fn next(&mut self) -> Out {
+        loop {
+            match self.dec.try_next().expect("well-formed envelope") {
+                Some(Envelope::Message(m)) => {
+                    let msg: agent::AgentServerMessage = connect::decode_message(&m).expect("server message");
+                    if msg != keyhaven::cursor::protocol::events::heartbeat() {
+                        return Out::Update(update(&msg));
+                    }
+                }
+                Some(Envelope::EndStream(j)) => return Out::End(connect::decode_end_stream(&j).expect("end json")),
+                None => {
+                    let frame = tokio::time::timeout(TIMEOUT, self.body.frame())
+                        .await
+                        .expect("a frame in time")
+                        .expect("the stream goes on until its end-stream frame")
+                        .expect("frame");
+                    if let Ok(data) = frame.into_data() {
+                        self.dec.push(&data);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Everything up to and including the end-stream frame; nothing may follow it.
+    async fn rest(mut self) -> (Vec<interaction_update::Message>, EndStream) {
+        let mut got = Vec::new();
+        loop {
+            match self.next().await {
+                Out::Update(u) => got.push(u),
+                Out::End(end) => {
+                    let tail = tokio::time::timeout(TIMEOUT, self.body.collect()).await.expect("ends").expect("body");
+                    assert!(tail.to_bytes().is_empty(), "nothing follows the end-stream frame");
+                    return (got, end);
+                }
+            }
+        }
     }
 }
 
@@ -240,50 +467,311 @@ fn ended(input: i64, output: i64, cache_read: i64) -> interaction_update::Messag
     })
 }
 
+fn thinking(s: &str) -> interaction_update::Message {
+    interaction_update::Message::ThinkingDelta(agent::ThinkingDeltaUpdate { text: s.into(), thinking_style: None })
+}
+
+fn cancel(reason: &str) -> Vec<u8> {
+    agent::AgentClientMessage {
+        message: Some(agent_client_message::Message::ConversationAction(agent::ConversationAction {
+            action: Some(agent::conversation_action::Action::CancelAction(agent::CancelAction {
+                reason: reason.into(),
+            })),
+            ..Default::default()
+        })),
+    }
+    .encode_to_vec()
+}
+
+/// The plain turn's text deltas, then a provider that stays silent (no finish, no usage).
+fn hanging_text() -> Reply {
+    let full = upstream_sse(Up::Openai, Case::Text);
+    let events: String = full.split_inclusive("\n\n").take_while(|e| !e.contains("\"stop\"")).collect();
+    Reply::sse(&events).hang()
+}
+
+/// The exact updates of the plain (`Case::Text`) turn from the OpenAI mock.
+fn plain_turn() -> Vec<interaction_update::Message> {
+    vec![text("Hello"), tokens(2), text(" world"), tokens(2), ended(20, 5, 0)]
+}
+
+/// Checks the thinking turn's updates (`thinking_completed` carries a measured duration).
+fn assert_thinking_turn(got: &[interaction_update::Message]) {
+    assert_eq!(got.len(), 8, "{got:?}");
+    assert_eq!(&got[..4], &[thinking("Let me "), tokens(2), thinking("think."), tokens(2)]);
+    assert!(matches!(got[4], interaction_update::Message::ThinkingCompleted(_)), "{got:?}");
+    assert_eq!(&got[5..], &[text("Answer: 4"), tokens(3), ended(10, 12, 0)]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cursor_plain_and_thinking_turns_stream_the_exact_frames() {
     let s = sim().await;
-    s.mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)));
-    // RunSSE first; the heartbeat (seq 1) arrives before the run request (seq 0), then again.
-    let resp = s.run_sse("req-plain").await;
-    s.append("req-plain", 1, &HEARTBEAT).await;
-    s.append("req-plain", 0, &run_request("oa-model", "hi")).await;
-    s.append("req-plain", 1, &HEARTBEAT).await;
-    let (msgs, end) = read_frames(resp).await;
-    let got: Vec<_> = msgs.iter().map(update).collect();
-    assert_eq!(got, vec![text("Hello"), tokens(2), text(" world"), tokens(2), ended(20, 5, 0)]);
-    assert_eq!(end, connect::EndStream::default(), "success end-stream is {{}}");
-    // An append for the finished run still gets its 200.
-    s.append("req-plain", 2, &HEARTBEAT).await;
-    let call = s.te.only_call().await;
-    assert_eq!(call.summary.client, "cursor");
-    assert_eq!(call.summary.model, "oa-model");
+    for mode in [RoutingMode::Local, RoutingMode::Hybrid] {
+        s.set_mode(mode);
+        let id = format!("req-plain-{}", mode.as_str());
+        s.mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)));
+        // RunSSE first; the heartbeat (seq 1) arrives before the run request (seq 0), then again.
+        let sse = s.run_sse_task(&id, false);
+        s.append(&id, 1, &HEARTBEAT).await;
+        s.append(&id, 0, &run_request("oa-model", "hi")).await;
+        s.append(&id, 1, &HEARTBEAT).await;
+        let (got, end) = FrameReader::new(ok_sse(sse.await.expect("RunSSE"))).rest().await;
+        assert_eq!(got, plain_turn(), "{mode:?}");
+        assert_eq!(end, EndStream::default(), "success end-stream is {{}}");
+        // An append for the finished run still gets its 200.
+        s.append(&id, 2, &HEARTBEAT).await;
 
-    // A thinking turn: appends before RunSSE this time.
-    s.mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Thinking)));
-    s.append("req-think", 0, &run_request("oa-model", "2+2?")).await;
-    let (msgs, end) = read_frames(s.run_sse("req-think").await).await;
-    let got: Vec<_> = msgs.iter().map(update).collect();
-    assert_eq!(got.len(), 8, "{got:?}");
-    assert_eq!(
-        got[0],
-        interaction_update::Message::ThinkingDelta(agent::ThinkingDeltaUpdate {
-            text: "Let me ".into(),
-            thinking_style: None
-        })
-    );
-    assert_eq!(got[1], tokens(2));
-    assert_eq!(
-        got[2],
-        interaction_update::Message::ThinkingDelta(agent::ThinkingDeltaUpdate {
-            text: "think.".into(),
-            thinking_style: None
-        })
-    );
-    assert_eq!(got[3], tokens(2));
-    assert!(matches!(got[4], interaction_update::Message::ThinkingCompleted(_)));
-    assert_eq!(&got[5..], &[text("Answer: 4"), tokens(3), ended(10, 12, 0)]);
-    assert_eq!(end, connect::EndStream::default());
+        // A thinking turn: appends before RunSSE this time.
+        let id = format!("req-think-{}", mode.as_str());
+        s.mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Thinking)));
+        s.append(&id, 0, &run_request("oa-model", "2+2?")).await;
+        let (got, end) = FrameReader::new(s.run_sse(&id).await).rest().await;
+        assert_thinking_turn(&got);
+        assert_eq!(end, EndStream::default());
+    }
+    let calls = s.te.wait_calls(4).await;
+    assert!(calls.iter().all(|c| c.summary.client == "cursor" && c.summary.model == "oa-model"), "{calls:?}");
+    assert!(s.seen.lock().expect("seen").is_empty(), "nothing went to the official host");
+    s.settled(true).await;
+    s.te.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cursor_h2_run_is_full_duplex_with_exact_frames_and_cancel() {
+    let s = sim().await;
+    for mode in [RoutingMode::Local, RoutingMode::Hybrid] {
+        s.set_mode(mode);
+        // One h2 connection carries every turn, as the IDE's agent connection does.
+        let mut h2 = s.h2().await;
+        s.mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)).delay(Duration::from_millis(50)));
+        // The run request, then heartbeats while the answer streams; the request side stays open.
+        let (tx, resp) = s.run_h2(&mut h2, connect::encode_envelope(&run_request("oa-model", "hi"), false)).await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(resp.headers().get("content-type").expect("ct"), "application/connect+proto");
+        let mut frames = FrameReader::new(resp);
+        assert_eq!(frames.next().await, Out::Update(text("Hello")), "{mode:?}");
+        // (Once the run has ended the server lets go of the request side, so a late send may fail.)
+        let _ = tx.send(connect::encode_envelope(&HEARTBEAT, false));
+        let (rest, end) = frames.rest().await;
+        assert_eq!(rest, plain_turn()[1..], "{mode:?}");
+        assert_eq!(end, EndStream::default());
+        drop(tx);
+
+        // The thinking turn, its request frame gzip-compressed (flag 0x01).
+        s.mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Thinking)));
+        let (tx, resp) = s.run_h2(&mut h2, connect::encode_envelope(&run_request("oa-model", "2+2?"), true)).await;
+        let (got, end) = FrameReader::new(resp).rest().await;
+        assert_thinking_turn(&got);
+        assert_eq!(end, EndStream::default());
+        drop(tx);
+
+        // A turn canceled on its own stream while the provider is still answering.
+        s.mock.push(hanging_text());
+        let (tx, resp) = s.run_h2(&mut h2, connect::encode_envelope(&run_request("oa-model", "hi"), false)).await;
+        let mut frames = FrameReader::new(resp);
+        assert_eq!(frames.next().await, Out::Update(text("Hello")));
+        tx.send(connect::encode_envelope(&cancel("user_stopped_generation"), false)).expect("send");
+        let (rest, end) = frames.rest().await;
+        assert!(matches!(rest.last(), Some(interaction_update::Message::TurnEnded(_))), "{rest:?}");
+        assert_eq!(end, EndStream::default());
+        // The client keeps its request side open: the run's end still releases the stream.
+        s.settled(false).await;
+        drop(tx);
+    }
+    let calls = s.te.wait_calls(6).await;
+    let canceled = calls.iter().filter(|c| c.summary.status == keyhaven::model::CallStatus::Canceled).count();
+    assert_eq!(canceled, 2, "{calls:?}");
+    assert!(s.seen.lock().expect("seen").is_empty(), "nothing went to the official host");
+    s.settled(true).await;
+    s.te.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cursor_seqno_gaps_duplicates_and_gzip_are_delivered_in_order() {
+    let s = sim().await;
+    // A gap later filled: the cancel (seq 2) waits behind seq 1, so the answer streams on until
+    // seq 1 arrives; only then does the cancel end the turn.
+    s.mock.push(hanging_text());
+    s.append("r-gap", 0, &run_request("oa-model", "hi")).await;
+    s.append("r-gap", 2, &cancel("user_stopped_generation")).await;
+    let mut frames = FrameReader::new(s.run_sse("r-gap").await);
+    for want in [text("Hello"), tokens(2), text(" world"), tokens(2)] {
+        assert_eq!(frames.next().await, Out::Update(want), "the cancel behind the gap is not applied yet");
+    }
+    s.append("r-gap", 1, &HEARTBEAT).await;
+    let (rest, end) = frames.rest().await;
+    assert!(matches!(rest.as_slice(), [interaction_update::Message::TurnEnded(_)]), "{rest:?}");
+    assert_eq!(end, EndStream::default());
+
+    // Duplicates: the run request twice, a heartbeat twice: one provider call, one turn.
+    let before = s.mock.seen().len();
+    s.mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)));
+    let sse = s.run_sse_task("r-dup", false);
+    s.append("r-dup", 0, &run_request("oa-model", "hi")).await;
+    s.append("r-dup", 0, &run_request("oa-model", "hi")).await;
+    s.append("r-dup", 1, &HEARTBEAT).await;
+    s.append("r-dup", 1, &HEARTBEAT).await;
+    let (got, end) = FrameReader::new(ok_sse(sse.await.expect("RunSSE"))).rest().await;
+    assert_eq!(got, plain_turn());
+    assert_eq!(end, EndStream::default());
+    assert_eq!(s.mock.seen().len(), before + 1, "one provider call for a duplicated run request");
+
+    // gzip everywhere: a compressed RunSSE envelope and gzip BidiAppend bodies.
+    s.mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)));
+    let sse = s.run_sse_task("r-gzip", true);
+    s.append_gzip("r-gzip", 1, &HEARTBEAT).await;
+    s.append_gzip("r-gzip", 0, &run_request("oa-model", "hi")).await;
+    let (got, end) = FrameReader::new(ok_sse(sse.await.expect("RunSSE"))).rest().await;
+    assert_eq!(got, plain_turn());
+    assert_eq!(end, EndStream::default());
+    s.settled(true).await;
+    s.te.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cursor_unfilled_gaps_and_missing_run_requests_end_with_defined_answers() {
+    // Short waits from the config: a gap is skipped, a stream without a run request ends.
+    let s =
+        sim_with("[proxy]\nmode = \"local\"\n[cursor]\nlinger = 100\ngap_wait = 200\nfirst_message_wait = 300\n", "")
+            .await;
+    // A gap never filled: after gap_wait the cancel behind it is delivered.
+    s.mock.push(hanging_text());
+    s.append("r-hole", 0, &run_request("oa-model", "hi")).await;
+    s.append("r-hole", 2, &cancel("user_stopped_generation")).await;
+    let (got, end) = FrameReader::new(s.run_sse("r-hole").await).rest().await;
+    assert!(matches!(got.last(), Some(interaction_update::Message::TurnEnded(_))), "{got:?}");
+    assert_eq!(end, EndStream::default());
+    let call = s.te.only_call().await;
+    assert_eq!(call.summary.status, keyhaven::model::CallStatus::Canceled);
+
+    // RunSSE and no append at all, in both modes: a deadline_exceeded error with Cursor's
+    // ErrorDetails (heartbeats meanwhile), never a hang.
+    for mode in [RoutingMode::Local, RoutingMode::Hybrid] {
+        s.set_mode(mode);
+        let id = format!("r-silent-{}", mode.as_str());
+        let (got, end) = FrameReader::new(s.run_sse(&id).await).rest().await;
+        assert!(got.is_empty(), "{got:?}");
+        let err = end.error.expect("an error end-stream");
+        assert_eq!(err.code, Code::DeadlineExceeded, "{mode:?}");
+        let details = err.cursor_details().expect("ErrorDetails");
+        assert_eq!(details.error, aiserver::error_details::Error::Timeout as i32);
+    }
+    // Appends for a stream whose RunSSE never comes: the placeholder expires.
+    s.append("r-orphan", 3, &HEARTBEAT).await;
+    s.settled(true).await;
+    assert_eq!(s.mock.seen().len(), 1, "only the first case reached the provider");
+    s.te.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cursor_hybrid_routes_each_model_local_or_upstream() {
+    let s = sim_with(SHORT, "cursor = \"upstream\"").await;
+    assert_eq!(s.te.handle.proxy.as_ref().expect("proxy").mode.get(), RoutingMode::Hybrid, "the default mode");
+    // An upstream model: RunSSE waits for the route; the appends held meanwhile (seq 1) and the
+    // deciding one (seq 0) reach the official host byte-identical, and RunSSE is answered there.
+    let sse = s.run_sse_task("r-up", false);
+    let heartbeat = connect::encode_append("r-up", 1, &HEARTBEAT);
+    let run = connect::encode_append("r-up", 0, &run_request("an-model", "hi"));
+    for body in [&heartbeat, &run] {
+        let resp =
+            s.send("/aiserver.v1.BidiService/BidiAppend", &[("content-type", "application/proto")], body.clone()).await;
+        assert_eq!(resp.status(), StatusCode::OK);
+    }
+    let resp = sse.await.expect("RunSSE");
+    assert_eq!(resp.headers().get("x-official").expect("answered upstream"), "/agent.v1.AgentService/RunSSE");
+    // A later append follows the stream upstream (the test host echoes it).
+    let later = connect::encode_append("r-up", 2, &HEARTBEAT);
+    let resp =
+        s.send("/aiserver.v1.BidiService/BidiAppend", &[("content-type", "application/proto")], later.clone()).await;
+    assert_eq!(resp.headers().get("x-official").expect("answered upstream"), "/aiserver.v1.BidiService/BidiAppend");
+    // Unknown to Keyhaven: upstream too.
+    let resp = s
+        .send(
+            "/aiserver.v1.BidiService/BidiAppend",
+            &[("content-type", "application/proto")],
+            connect::encode_append("r-auto", 0, &run_request("cursor-auto", "hi")),
+        )
+        .await;
+    assert!(resp.headers().get("x-official").is_some());
+    let resp = s.run_sse_task("r-auto", false).await.expect("RunSSE");
+    assert!(resp.headers().get("x-official").is_some());
+    // A local model is served here.
+    s.mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)));
+    let sse = s.run_sse_task("r-local", false);
+    s.append("r-local", 0, &run_request("oa-model", "hi")).await;
+    let (got, _) = FrameReader::new(ok_sse(sse.await.expect("RunSSE"))).rest().await;
+    assert_eq!(got, plain_turn());
+    // h2 Run with the upstream model: the whole stream, first frame included, goes upstream.
+    let mut h2 = s.h2().await;
+    let frame = connect::encode_envelope(&run_request("an-model", "hi"), false);
+    let (tx, resp) = s.run_h2(&mut h2, frame.clone()).await;
+    // Full duplex through the proxy: a later frame comes back too, then the client ends.
+    let beat = connect::encode_envelope(&HEARTBEAT, false);
+    tx.send(beat.clone()).expect("send");
+    drop(tx);
+    let frame = Bytes::from([frame, beat].concat());
+    assert_eq!(resp.headers().get("x-official").expect("answered upstream"), "/agent.v1.AgentService/Run");
+    assert_eq!(resp.into_body().collect().await.expect("body").to_bytes(), frame, "the echo of the frame sent");
+
+    let seen = s.seen.lock().expect("seen").clone();
+    let paths: Vec<&str> = seen.iter().map(|x| x.path.as_str()).collect();
+    let appends: Vec<&Bytes> =
+        seen.iter().filter(|x| x.path == "/aiserver.v1.BidiService/BidiAppend").map(|x| &x.body).collect();
+    assert_eq!(paths.iter().filter(|p| **p == "/agent.v1.AgentService/RunSSE").count(), 2, "{paths:?}");
+    assert_eq!(paths.iter().filter(|p| **p == "/agent.v1.AgentService/Run").count(), 1, "{paths:?}");
+    for want in [&run, &heartbeat, &later] {
+        assert!(appends.iter().any(|b| b.as_ref() == want.as_slice()), "an append reached upstream unchanged");
+    }
+    assert_eq!(appends.len(), 4, "r-up's three appends and r-auto's run request");
+    assert_eq!(s.mock.seen().len(), 1, "only the local model reached the provider");
+
+    // In local mode the same model is served locally.
+    s.set_mode(RoutingMode::Local);
+    s.mock.push(Reply::sse(&upstream_sse(Up::Anthropic, Case::Text)));
+    s.append("r-now-local", 0, &run_request("an-model", "hi")).await;
+    let (got, end) = FrameReader::new(s.run_sse("r-now-local").await).rest().await;
+    assert!(matches!(got.last(), Some(interaction_update::Message::TurnEnded(_))), "{got:?}");
+    assert_eq!(end, EndStream::default());
+    assert_eq!(s.mock.seen().len(), 2);
+    s.settled(false).await;
+    s.te.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cursor_server_config_is_the_official_answer_with_only_the_transport_knob_changed() {
+    // Default (`official`): byte-identical, gzip and headers as sent.
+    let s = sim().await;
+    let resp = s
+        .send(
+            "/aiserver.v1.AiService/GetServerConfig",
+            &[("content-type", "application/proto"), ("x-cursor-checksum", "abc/def")],
+            Vec::new(),
+        )
+        .await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers().get("content-encoding").expect("gzip kept"), "gzip");
+    let body = resp.into_body().collect().await.expect("body").to_bytes();
+    assert_eq!(connect::gunzip(&body, 1 << 20).expect("gzip"), official_server_config());
+    s.te.stop().await;
+
+    // `http2 = "bidi_disabled"`: the same answer plus the knob, on both paths.
+    let s = sim_with("[proxy]\nmode = \"local\"\n[cursor]\nhttp2 = \"bidi_disabled\"\n", "").await;
+    for path in ["/aiserver.v1.AiService/GetServerConfig", "/aiserver.v1.ServerConfigService/GetServerConfig"] {
+        let resp =
+            s.send(path, &[("content-type", "application/proto"), ("x-cursor-checksum", "abc/def")], Vec::new()).await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(resp.headers().get("x-official").expect("from the official host"), path);
+        assert!(resp.headers().get("content-encoding").is_none(), "sent decompressed");
+        let body = resp.into_body().collect().await.expect("body").to_bytes();
+        let official = official_server_config();
+        assert_eq!(&body[..official.len()], &official[..], "every official byte is kept");
+        let cfg = aiserver::GetServerConfigResponse::decode(body).expect("GetServerConfigResponse");
+        assert_eq!(cfg.http2_config, aiserver::Http2Config::ForceBidiDisabled as i32);
+        assert_eq!(cfg.agent_url_config.expect("urls").agentn_url, "https://agentn.api5.cursor.sh");
+    }
+    let seen = s.seen.lock().expect("seen").clone();
+    assert_eq!(seen.len(), 2);
+    assert!(seen.iter().all(|x| x.headers.get("x-cursor-checksum").is_some_and(|v| v == "abc/def")));
     s.te.stop().await;
 }
 
@@ -360,6 +848,21 @@ async fn cursor_wire_robustness_has_defined_answers() {
     assert_eq!(err.code, Code::NotFound);
     let details = err.cursor_details().expect("ErrorDetails");
     assert_eq!(details.error, aiserver::error_details::Error::BadModelName as i32);
+    // An unknown oneof case (field 60, which no build defines) as the first message: a bad
+    // request; the same case in the middle of a run is skipped and the turn completes.
+    let unknown_case = [0xe2, 0x03, 0x02, 0x08, 0x01];
+    let resp = s.run_sse("r-oneof").await;
+    s.append("r-oneof", 0, &unknown_case).await;
+    let (_, end) = read_frames(resp).await;
+    assert_eq!(end.error.expect("error").code, Code::InvalidArgument);
+    s.mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)));
+    let resp = s.run_sse("r-oneof-mid").await;
+    s.append("r-oneof-mid", 1, &unknown_case).await;
+    s.append("r-oneof-mid", 2, &[0x0a, 0xff]).await;
+    s.append("r-oneof-mid", 0, &run_request("oa-model", "hi")).await;
+    let (got, end) = FrameReader::new(resp).rest().await;
+    assert_eq!(got, plain_turn());
+    assert_eq!(end, EndStream::default());
     // A provider failure: a readable Cursor error.
     s.mock.push(Reply::json(500, r#"{"error":{"message":"boom","type":"server_error"}}"#));
     let resp = s.run_sse("r-fail").await;
@@ -368,6 +871,46 @@ async fn cursor_wire_robustness_has_defined_answers() {
     let err = end.error.expect("error");
     assert_eq!(err.code, Code::Unavailable);
     assert!(err.message.contains("boom"), "{err:?}");
+    s.settled(true).await;
+    s.te.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cursor_provider_errors_map_to_cursor_error_kinds() {
+    let s = sim().await;
+    let cases = [
+        (
+            429,
+            r#"{"error":{"message":"slow down","type":"rate_limit_error"}}"#,
+            Code::ResourceExhausted,
+            aiserver::error_details::Error::RateLimited,
+        ),
+        (
+            401,
+            r#"{"error":{"message":"bad key","type":"invalid_request_error"}}"#,
+            Code::FailedPrecondition,
+            aiserver::error_details::Error::BadUserApiKey,
+        ),
+        (
+            400,
+            r#"{"error":{"message":"maximum context length exceeded","type":"invalid_request_error","code":"context_length_exceeded"}}"#,
+            Code::InvalidArgument,
+            aiserver::error_details::Error::BadRequest,
+        ),
+    ];
+    for (i, (status, body, code, kind)) in cases.into_iter().enumerate() {
+        // Retries are exhausted on the same answer (the latest reply repeats).
+        s.mock.push(Reply::json(status, body));
+        let id = format!("r-err-{i}");
+        s.append(&id, 0, &run_request("oa-model", "hi")).await;
+        let (got, end) = FrameReader::new(s.run_sse(&id).await).rest().await;
+        assert!(got.is_empty(), "{got:?}");
+        let err = end.error.expect("an error end-stream");
+        assert_eq!(err.code, code, "HTTP {status}");
+        assert_eq!(err.cursor_details().expect("ErrorDetails").error, kind as i32, "HTTP {status}");
+        assert!(!err.message.contains(CANARY_KEY));
+    }
+    s.settled(true).await;
     s.te.stop().await;
 }
 
@@ -378,21 +921,13 @@ async fn cursor_cancel_action_stops_the_provider_call() {
     let resp = s.run_sse("r-cancel").await;
     s.append("r-cancel", 0, &run_request("oa-model", "hi")).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let cancel = agent::AgentClientMessage {
-        message: Some(agent_client_message::Message::ConversationAction(agent::ConversationAction {
-            action: Some(agent::conversation_action::Action::CancelAction(agent::CancelAction {
-                reason: "user_stopped_generation".into(),
-            })),
-            ..Default::default()
-        })),
-    }
-    .encode_to_vec();
-    s.append("r-cancel", 1, &cancel).await;
+    s.append("r-cancel", 1, &cancel("user_stopped_generation")).await;
     let (msgs, end) = read_frames(resp).await;
     assert!(matches!(msgs.last().map(update), Some(interaction_update::Message::TurnEnded(_))), "{msgs:?}");
     assert_eq!(end, connect::EndStream::default());
     let call = s.te.only_call().await;
     assert_eq!(call.summary.status, keyhaven::model::CallStatus::Canceled);
+    s.settled(true).await;
     s.te.stop().await;
 }
 

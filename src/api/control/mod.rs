@@ -19,6 +19,7 @@
 //! PUT    /api/models/{name}             DELETE /api/models/{name}
 //! POST   /api/models/{name}/test
 //! GET    /api/routing                   PUT /api/routing
+//! PUT    /api/routing/models/{name}
 //! GET    /api/ca                        POST /api/ca/install | /api/ca/uninstall | /api/ca/rotate
 //! GET    /api/usage?days=7&groupBy=model
 //! GET    /api/usage/series?days=14&splitBy=model      (per day and model, provider or client)
@@ -123,6 +124,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(api: ControlApi, guard: Arc<crat
         .route("/api/models/{name}", put(update_model).delete(delete_model))
         .route("/api/models/{name}/test", post(test_model))
         .route("/api/routing", get(routing).put(set_routing))
+        .route("/api/routing/models/{name}", put(set_model_route))
         .route("/api/ca", get(ca_status))
         .route("/api/ca/install", post(ca_install))
         .route("/api/ca/uninstall", post(ca_uninstall))
@@ -211,6 +213,10 @@ async fn routing(State(s): Svc) -> Res<dto::Routing> {
 
 async fn set_routing(State(s): Svc, body: Bytes) -> Res<dto::Routing> {
     ok(s.set_routing(json(&body)?).await)
+}
+
+async fn set_model_route(State(s): Svc, Path(name): Path<String>, body: Bytes) -> Res<dto::Routing> {
+    ok(s.set_model_route(&name, json(&body)?).await)
 }
 
 async fn ca_status(State(s): Svc) -> Res<dto::CaStatus> {

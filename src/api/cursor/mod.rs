@@ -9,13 +9,19 @@
 //! - `agent.v1.AgentService/Run`: the h2 bidi stream; the same transport, request frames fed
 //!   into the inbox in arrival order.
 //! - Model catalog, `ServerTime`, `NetworkService/IsConnected`: answered locally.
+//! - `GetServerConfig`: the official answer, with only `http2_config` changed when
+//!   `[cursor] http2` asks for it ([`crate::cursor::services::server_config`]).
 //! - Everything else: forwarded upstream unchanged ([`Upstream::forward`]).
+//!
+//! In `hybrid` mode an agent stream's route is decided by its run request ([`routes`]): a model
+//! marked `cursor = "upstream"`, or one Keyhaven does not know, sends the whole stream (RunSSE or
+//! `Run`, and every append) to the official service unchanged.
 
+mod routes;
 mod unary;
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Body;
@@ -27,17 +33,35 @@ use futures::StreamExt;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use prost::Message;
 
+use crate::config::{CursorHttp2, RoutingMode};
 use crate::cursor::protocol::connect::{self, Code, EndStream, Envelope, EnvelopeDecoder, ErrorBody};
 use crate::cursor::protocol::{aiserver, connect::FrameError};
-use crate::cursor::transport::{Push, Subscription};
+use crate::cursor::transport::{Push, Subscription, Transport};
 use crate::cursor::turn::Backend;
+use crate::proxy::ModeSwitch;
 use crate::proxy::upstream::Upstream;
 use crate::task::Spawner;
 
-/// How many request ids of upstream-passed streams are remembered.
-const MAX_UPSTREAM_IDS: usize = 4096;
+pub use routes::Route;
+use routes::{AppendRoute, Held, Routes, SseRoute};
+
 /// The largest RunSSE / stream-open request body read.
 const MAX_OPEN_BODY: usize = 64 * 1024;
+
+/// What the Cursor router is configured with, besides its parts.
+#[derive(Debug, Clone, Copy)]
+pub struct CursorOptions {
+    /// `GetServerConfig`'s `http2_config`.
+    pub http2: CursorHttp2,
+    /// How long a hybrid-mode stream waits for the run request that decides its route.
+    pub route_wait: Duration,
+}
+
+impl Default for CursorOptions {
+    fn default() -> CursorOptions {
+        CursorOptions { http2: CursorHttp2::Official, route_wait: Duration::from_secs(30) }
+    }
+}
 
 /// State of the Cursor router.
 #[derive(Debug, Clone)]
@@ -45,26 +69,32 @@ pub struct CursorState {
     pub backend: Arc<Backend>,
     pub upstream: Upstream,
     pub spawner: Spawner,
-    /// Request ids of `*SSE` streams that were forwarded upstream: their appends follow them.
-    upstream_ids: Arc<Mutex<HashSet<String>>>,
+    /// The proxy's routing mode (the router only sees `local` and `hybrid` traffic).
+    pub mode: ModeSwitch,
+    pub options: CursorOptions,
+    routes: Arc<Routes>,
 }
 
 impl CursorState {
-    pub fn new(backend: Arc<Backend>, upstream: Upstream, spawner: Spawner) -> CursorState {
-        CursorState { backend, upstream, spawner, upstream_ids: Arc::default() }
+    pub fn new(
+        backend: Arc<Backend>,
+        upstream: Upstream,
+        spawner: Spawner,
+        mode: ModeSwitch,
+        options: CursorOptions,
+    ) -> CursorState {
+        let max = backend.registry().options().max_transports;
+        let routes = Arc::new(Routes::new(max, options.route_wait, spawner.clone()));
+        CursorState { backend, upstream, spawner, mode, options, routes }
     }
 
-    fn remember_upstream(&self, id: String) {
-        if let Ok(mut ids) = self.upstream_ids.lock() {
-            if ids.len() >= MAX_UPSTREAM_IDS {
-                ids.clear();
-            }
-            ids.insert(id);
-        }
+    fn hybrid(&self) -> bool {
+        self.mode.get() == RoutingMode::Hybrid
     }
 
-    fn is_upstream(&self, id: &str) -> bool {
-        self.upstream_ids.lock().is_ok_and(|ids| ids.contains(id))
+    /// Streams whose route is not decided yet (hybrid mode), for tests and diagnostics.
+    pub fn pending_routes(&self) -> usize {
+        self.routes.pending_len()
     }
 }
 
@@ -82,6 +112,8 @@ pub fn router(state: CursorState) -> Router {
         .route("/agent.v1.AgentService/GetDefaultModelForCli", post(unary::default_model_for_cli))
         .route("/aiserver.v1.AiService/ServerTime", post(unary::server_time))
         .route("/aiserver.v1.NetworkService/IsConnected", post(unary::is_connected))
+        .route("/aiserver.v1.AiService/GetServerConfig", post(unary::server_config))
+        .route("/aiserver.v1.ServerConfigService/GetServerConfig", post(unary::server_config))
         .fallback(forward)
         .with_state(state)
 }
@@ -111,7 +143,7 @@ async fn forward(State(state): State<CursorState>, req: Request) -> Response {
         ));
     };
     if let Ok(id) = open_request_id(&parts.headers, &bytes) {
-        state.remember_upstream(id);
+        state.routes.remember_upstream(id);
     }
     state.upstream.forward(Request::from_parts(parts, Body::from(bytes))).await
 }
@@ -152,28 +184,56 @@ fn bad_request(detail: &str) -> ErrorBody {
 }
 
 /// `agent.v1.AgentService/RunSSE`.
-async fn run_sse(State(state): State<CursorState>, headers: HeaderMap, body: Body) -> Response {
+async fn run_sse(State(state): State<CursorState>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, MAX_OPEN_BODY).await else {
         return stream_error(bad_request("RunSSE request too large"));
     };
-    let id = match open_request_id(&headers, &bytes) {
+    let id = match open_request_id(&parts.headers, &bytes) {
         Ok(id) => id,
         Err(e) => return stream_error(bad_request(&format!("RunSSE request: {e}"))),
     };
+    if state.hybrid() {
+        match state.routes.sse(&state.backend, &id).await {
+            SseRoute::Local => {}
+            SseRoute::Upstream => {
+                tracing::debug!(request_id = %id, "RunSSE forwarded upstream (hybrid)");
+                return state.upstream.forward(Request::from_parts(parts, Body::from(bytes))).await;
+            }
+            SseRoute::Full => {
+                return stream_error(too_many_streams("too many agent streams wait for their run request"));
+            }
+            SseRoute::TimedOut => return stream_error(no_run_request()),
+        }
+    }
     let transport = match state.backend.transport(&id) {
         Ok(t) => t,
-        Err(e) => {
-            return stream_error(ErrorBody::cursor(
-                Code::ResourceExhausted,
-                aiserver::error_details::Error::ResourceExhausted,
-                "Too many agent streams",
-                &e.to_string(),
-                true,
-            ));
-        }
+        Err(e) => return stream_error(too_many_streams(&e.to_string())),
     };
     tracing::debug!(request_id = %id, "RunSSE subscribed");
     stream_response("text/event-stream", subscription_body(state.backend.subscribe(&transport)))
+}
+
+fn too_many_streams(detail: &str) -> ErrorBody {
+    ErrorBody::cursor(
+        Code::ResourceExhausted,
+        aiserver::error_details::Error::ResourceExhausted,
+        "Too many agent streams",
+        detail,
+        true,
+    )
+}
+
+/// The answer to a stream whose run request never came (the run driver's own error, for streams
+/// that never got a transport).
+fn no_run_request() -> ErrorBody {
+    ErrorBody::cursor(
+        Code::DeadlineExceeded,
+        aiserver::error_details::Error::Timeout,
+        "No request",
+        "no run request arrived for this stream",
+        false,
+    )
 }
 
 /// An empty `BidiAppendResponse`.
@@ -199,41 +259,100 @@ async fn bidi_append(State(state): State<CursorState>, req: Request) -> Response
             return append_ok();
         }
     };
-    if state.is_upstream(&append.request_id) {
+    if state.routes.is_upstream(&append.request_id) {
         return state.upstream.forward(Request::from_parts(parts, Body::from(bytes))).await;
     }
-    match state.backend.transport(&append.request_id) {
-        Ok(t) => match t.inbox.push(append.seqno, append.data) {
-            Push::Accepted => {}
-            other => {
-                tracing::debug!(request_id = %append.request_id, seqno = append.seqno, outcome = ?other, "append not queued")
+    if state.hybrid() {
+        let held = Held { seqno: append.seqno, data: append.data.clone(), parts: parts.clone(), body: bytes.clone() };
+        match state.routes.append(&state.backend, &append.request_id, held) {
+            AppendRoute::Held | AppendRoute::Dropped => return append_ok(),
+            AppendRoute::Local(t) => {
+                push(&t, append.seqno, append.data);
+                return append_ok();
             }
-        },
+            AppendRoute::Upstream(earlier) => {
+                forward_held(&state, earlier);
+                tracing::debug!(request_id = %append.request_id, "agent stream forwarded upstream (hybrid)");
+                return state.upstream.forward(Request::from_parts(parts, Body::from(bytes))).await;
+            }
+            AppendRoute::Undecided => {}
+        }
+    }
+    match state.backend.transport(&append.request_id) {
+        Ok(t) => push(&t, append.seqno, append.data),
         Err(e) => tracing::warn!(request_id = %append.request_id, error = %e, "append dropped"),
     }
     append_ok()
 }
 
+fn push(t: &Transport, seqno: u64, data: Bytes) {
+    match t.inbox.push(seqno, data) {
+        Push::Accepted => {}
+        other => tracing::debug!(request_id = %t.request_id, seqno, outcome = ?other, "append not queued"),
+    }
+}
+
+/// Sends appends held while the route was undecided to the official service, in seqno order,
+/// on the tracked spawner (their client got its 200 already).
+fn forward_held(state: &CursorState, mut held: Vec<Held>) {
+    if held.is_empty() {
+        return;
+    }
+    held.sort_by_key(|h| h.seqno);
+    let upstream = state.upstream.clone();
+    state.spawner.spawn(state.spawner.root_token().child_token(), async move {
+        for h in held {
+            let resp = upstream.forward(Request::from_parts(h.parts, Body::from(h.body))).await;
+            // Drain the (empty) answer so the pooled connection is reused.
+            let _ = axum::body::to_bytes(resp.into_body(), 64 * 1024).await;
+        }
+    });
+}
+
 /// `agent.v1.AgentService/Run`: h2 bidi. Request frames go into a fresh transport's inbox in
-/// arrival order; the response streams its output hub.
-async fn run(State(state): State<CursorState>, headers: HeaderMap, body: Body) -> Response {
-    let gzip = match connect::is_gzip(header_str(&headers, "connect-content-encoding")) {
+/// arrival order; the response streams its output hub. In hybrid mode the first frame (the run
+/// request) decides the route first; an upstream stream is forwarded whole, the frames read so
+/// far included.
+async fn run(State(state): State<CursorState>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let gzip = match connect::is_gzip(header_str(&parts.headers, "connect-content-encoding")) {
         Ok(g) => g,
         Err(e) => return stream_response_error(bad_request(&e.to_string())),
     };
+    let mut frames = body.into_data_stream();
+    let mut dec = EnvelopeDecoder::new(gzip);
+    let mut first = None;
+    if state.hybrid() {
+        let mut read = Vec::new();
+        let got = tokio::time::timeout(state.options.route_wait, first_frame(&mut frames, &mut dec, &mut read)).await;
+        let message = match got {
+            Ok(Ok(m)) => m,
+            Ok(Err(e)) => return stream_response_error(bad_request(&format!("Run request frame: {e}"))),
+            Err(_) => return stream_response_error(no_run_request()),
+        };
+        if message.as_ref().map(|m| state.routes.route_for(&state.backend, m)) == Some(Route::Upstream) {
+            tracing::debug!("Run stream forwarded upstream (hybrid)");
+            let rest = frames.map(|c| c.map_err(std::io::Error::other));
+            let replay = futures::stream::iter(read.into_iter().map(Ok::<Bytes, std::io::Error>));
+            let body = Body::from_stream(replay.chain(rest));
+            return state.upstream.forward(Request::from_parts(parts, body)).await;
+        }
+        first = message;
+    }
     let id = format!("run-{:016x}{:016x}", rand::random::<u64>(), rand::random::<u64>());
     let transport = match state.backend.transport(&id) {
         Ok(t) => t,
-        Err(e) => return stream_response_error(bad_request(&e.to_string())),
+        Err(e) => return stream_response_error(too_many_streams(&e.to_string())),
     };
     let t = transport.clone();
     state.spawner.spawn(transport.cancel.clone(), async move {
-        let mut frames = body.into_data_stream();
-        let mut dec = EnvelopeDecoder::new(gzip);
         let mut seqno = 0u64;
-        while let Some(chunk) = frames.next().await {
-            let Ok(chunk) = chunk else { break };
-            dec.push(&chunk);
+        if let Some(m) = first {
+            t.inbox.push(seqno, m);
+            seqno += 1;
+        }
+        loop {
+            // Frames already buffered first, then the next chunk.
             loop {
                 match dec.try_next() {
                     Ok(Some(Envelope::Message(m))) => {
@@ -247,9 +366,45 @@ async fn run(State(state): State<CursorState>, headers: HeaderMap, body: Body) -
                     }
                 }
             }
+            // The run's end ends the reader too, even if the client keeps its side open.
+            let chunk = tokio::select! {
+                biased;
+                () = t.output.closed() => return,
+                c = frames.next() => c,
+            };
+            match chunk {
+                Some(Ok(chunk)) => dec.push(&chunk),
+                _ => return,
+            }
         }
     });
     stream_response("application/connect+proto", subscription_body(state.backend.subscribe(&transport)))
+}
+
+/// Reads request chunks (keeping them in `read`) until the first envelope is complete: its
+/// message, or `None` when the stream ends (or ends the stream) before one.
+async fn first_frame<S>(
+    frames: &mut S,
+    dec: &mut EnvelopeDecoder,
+    read: &mut Vec<Bytes>,
+) -> Result<Option<Bytes>, FrameError>
+where
+    S: futures::Stream<Item = Result<Bytes, axum::Error>> + Unpin,
+{
+    loop {
+        match dec.try_next()? {
+            Some(Envelope::Message(m)) => return Ok(Some(m)),
+            Some(Envelope::EndStream(_)) => return Ok(None),
+            None => {}
+        }
+        match frames.next().await {
+            Some(Ok(chunk)) => {
+                dec.push(&chunk);
+                read.push(chunk);
+            }
+            _ => return Ok(None),
+        }
+    }
 }
 
 fn stream_response_error(body: ErrorBody) -> Response {

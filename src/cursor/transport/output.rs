@@ -69,6 +69,16 @@ impl Output {
         self.state.lock().map_or(true, |s| s.closed)
     }
 
+    /// Resolves once the hub is closed (the terminal frame is published).
+    pub async fn closed(&self) {
+        let mut rx = self.version.subscribe();
+        while !self.is_closed() {
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
     /// Frames published so far (including any dropped from the replay buffer).
     pub fn published(&self) -> usize {
         self.state.lock().map_or(0, |s| s.base + s.frames.len())

@@ -88,13 +88,23 @@ callId: string, };
 
 export type RoutingMode = "local" | "upstream" | "hybrid";
 
+export type CursorRoute = "local" | "upstream";
+
+export type ModelRoute = { model: string, route: CursorRoute, };
+
 export type Routing = { mode: RoutingMode, 
 /**
  * Whether the intercepting proxy runs (the mode is kept in the config file either way).
  */
-proxyRunning: boolean, };
+proxyRunning: boolean, 
+/**
+ * Each configured model's route in hybrid mode, in config order.
+ */
+models: Array<ModelRoute>, };
 
 export type RoutingInput = { mode: RoutingMode, };
+
+export type ModelRouteInput = { route: CursorRoute, };
 
 export type TrustState = "installed" | "alreadyInstalled" | "removed" | "present" | "absent" | "stale" | "skipped" | "failed";
 

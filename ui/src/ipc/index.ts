@@ -17,6 +17,7 @@ import type {
   LogLine,
   Model,
   ModelInput,
+  ModelRouteInput,
   Provider,
   ProviderInput,
   Retention,
@@ -152,6 +153,8 @@ export function createApi(t: Transport) {
 
     routing: () => t.request<Routing>("GET", "/api/routing"),
     setRouting: (r: RoutingInput) => t.request<Routing>("PUT", "/api/routing", r),
+    setModelRoute: (model: string, r: ModelRouteInput) =>
+      t.request<Routing>("PUT", `/api/routing/models/${seg(model)}`, r),
 
     ca: () => t.request<CaStatus>("GET", "/api/ca"),
     caInstall: () => t.request<CaChange>("POST", "/api/ca/install"),

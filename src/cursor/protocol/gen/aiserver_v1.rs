@@ -367,6 +367,22 @@ pub struct ServerTimeResponse {
 pub struct IsConnectedRequest {}
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct IsConnectedResponse {}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AgentUrlConfig {
+    #[prost(string, tag = "1")]
+    pub agent_url: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub agentn_url: ::prost::alloc::string::String,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetServerConfigRequest {}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetServerConfigResponse {
+    #[prost(enumeration = "Http2Config", tag = "7")]
+    pub http2_config: i32,
+    #[prost(message, optional, tag = "27")]
+    pub agent_url_config: ::core::option::Option<AgentUrlConfig>,
+}
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]
 pub enum ModelVendorId {
@@ -410,6 +426,41 @@ impl ModelVendorId {
             "MODEL_VENDOR_ID_CURSOR" => Some(Self::Cursor),
             "MODEL_VENDOR_ID_NVIDIA" => Some(Self::Nvidia),
             "MODEL_VENDOR_ID_ZAI" => Some(Self::Zai),
+            _ => None,
+        }
+    }
+}
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum Http2Config {
+    Unspecified = 0,
+    ForceAllDisabled = 1,
+    ForceAllEnabled = 2,
+    ForceBidiDisabled = 3,
+    ForceBidiEnabled = 4,
+}
+impl Http2Config {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "HTTP2_CONFIG_UNSPECIFIED",
+            Self::ForceAllDisabled => "HTTP2_CONFIG_FORCE_ALL_DISABLED",
+            Self::ForceAllEnabled => "HTTP2_CONFIG_FORCE_ALL_ENABLED",
+            Self::ForceBidiDisabled => "HTTP2_CONFIG_FORCE_BIDI_DISABLED",
+            Self::ForceBidiEnabled => "HTTP2_CONFIG_FORCE_BIDI_ENABLED",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "HTTP2_CONFIG_UNSPECIFIED" => Some(Self::Unspecified),
+            "HTTP2_CONFIG_FORCE_ALL_DISABLED" => Some(Self::ForceAllDisabled),
+            "HTTP2_CONFIG_FORCE_ALL_ENABLED" => Some(Self::ForceAllEnabled),
+            "HTTP2_CONFIG_FORCE_BIDI_DISABLED" => Some(Self::ForceBidiDisabled),
+            "HTTP2_CONFIG_FORCE_BIDI_ENABLED" => Some(Self::ForceBidiEnabled),
             _ => None,
         }
     }
