@@ -31,6 +31,7 @@ pub struct FileConfig {
     pub routing: RoutingConfig,
     #[serde(default)]
     pub agent: AgentConfig,
+    #[serde(default)]
     pub cursor: CursorConfig,
 }
 

@@ -677,8 +677,13 @@ async fn cursor_hybrid_routes_each_model_local_or_upstream() {
             s.send("/aiserver.v1.BidiService/BidiAppend", &[("content-type", "application/proto")], body.clone()).await;
         assert_eq!(resp.status(), StatusCode::OK);
     }
-    let resp = sse.await.expect("RunSSE");
-    assert_eq!(resp.headers().get("x-official").expect("answered upstream"), "/agent.v1.AgentService/RunSSE");
+    // The head came from Keyhaven at once (a client may wait for it before appending); the body
+    // is the official stream's (the test host echoes the RunSSE request body).
+    let resp = ok_sse(sse.await.expect("RunSSE"));
+    assert!(resp.headers().get("x-official").is_none(), "the head is Keyhaven's");
+    let open = aiserver::BidiRequestId { request_id: "r-up".into() }.encode_to_vec();
+    let body = resp.into_body().collect().await.expect("body").to_bytes();
+    assert_eq!(body, connect::encode_envelope(&open, false), "the official stream's bytes");
     // A later append follows the stream upstream (the test host echoes it).
     let later = connect::encode_append("r-up", 2, &HEARTBEAT);
     let resp =
@@ -693,8 +698,10 @@ async fn cursor_hybrid_routes_each_model_local_or_upstream() {
         )
         .await;
     assert!(resp.headers().get("x-official").is_some());
-    let resp = s.run_sse_task("r-auto", false).await.expect("RunSSE");
-    assert!(resp.headers().get("x-official").is_some());
+    let resp = ok_sse(s.run_sse_task("r-auto", false).await.expect("RunSSE"));
+    let open = aiserver::BidiRequestId { request_id: "r-auto".into() }.encode_to_vec();
+    let body = resp.into_body().collect().await.expect("body").to_bytes();
+    assert_eq!(body, connect::encode_envelope(&open, false), "the official stream's bytes");
     // A local model is served here.
     s.mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)));
     let sse = s.run_sse_task("r-local", false);

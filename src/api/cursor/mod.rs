@@ -194,17 +194,7 @@ async fn run_sse(State(state): State<CursorState>, req: Request) -> Response {
         Err(e) => return stream_error(bad_request(&format!("RunSSE request: {e}"))),
     };
     if state.hybrid() {
-        match state.routes.sse(&state.backend, &id).await {
-            SseRoute::Local => {}
-            SseRoute::Upstream => {
-                tracing::debug!(request_id = %id, "RunSSE forwarded upstream (hybrid)");
-                return state.upstream.forward(Request::from_parts(parts, Body::from(bytes))).await;
-            }
-            SseRoute::Full => {
-                return stream_error(too_many_streams("too many agent streams wait for their run request"));
-            }
-            SseRoute::TimedOut => return stream_error(no_run_request()),
-        }
+        return hybrid_run_sse(state, parts, bytes, id);
     }
     let transport = match state.backend.transport(&id) {
         Ok(t) => t,
@@ -212,6 +202,60 @@ async fn run_sse(State(state): State<CursorState>, req: Request) -> Response {
     };
     tracing::debug!(request_id = %id, "RunSSE subscribed");
     stream_response("text/event-stream", subscription_body(state.backend.subscribe(&transport)))
+}
+
+type FrameStream = futures::stream::BoxStream<'static, Result<Bytes, axum::Error>>;
+
+fn error_frames(body: ErrorBody) -> FrameStream {
+    let frame = connect::encode_end_stream(&EndStream { error: Some(body), ..EndStream::default() });
+    futures::stream::once(async move { Ok(frame) }).boxed()
+}
+
+/// RunSSE in hybrid mode: the 200 head goes out at once (cursor-protocol.md §1.6; a client may
+/// wait for it before its first append), and the body follows the route the run request picks:
+/// the local subscription, or the official stream's body frames (byte-identical; a non-200
+/// official answer becomes a Connect error frame). The head announces gzip when the client
+/// accepts it, so official frames compressed with it decode; local frames are uncompressed.
+fn hybrid_run_sse(state: CursorState, parts: http::request::Parts, bytes: Bytes, id: String) -> Response {
+    let gzip = connect::accepts_gzip(header_str(&parts.headers, "connect-accept-encoding"));
+    let frames = async move {
+        match state.routes.sse(&state.backend, &id).await {
+            SseRoute::Local => match state.backend.transport(&id) {
+                Ok(transport) => {
+                    tracing::debug!(request_id = %id, "RunSSE subscribed (hybrid)");
+                    subscription_body(state.backend.subscribe(&transport)).into_data_stream().boxed()
+                }
+                Err(e) => error_frames(too_many_streams(&e.to_string())),
+            },
+            SseRoute::Upstream => {
+                tracing::debug!(request_id = %id, "RunSSE forwarded upstream (hybrid)");
+                let resp = state.upstream.forward(Request::from_parts(parts, Body::from(bytes))).await;
+                if resp.status() == StatusCode::OK {
+                    resp.into_body().into_data_stream().boxed()
+                } else {
+                    error_frames(upstream_refused(resp.status()))
+                }
+            }
+            SseRoute::Full => error_frames(too_many_streams("too many agent streams wait for their run request")),
+            SseRoute::TimedOut => error_frames(no_run_request()),
+        }
+    };
+    let mut resp = stream_response("text/event-stream", Body::from_stream(futures::stream::once(frames).flatten()));
+    if gzip {
+        resp.headers_mut().insert("connect-content-encoding", HeaderValue::from_static("gzip"));
+    }
+    resp
+}
+
+/// The official service answered an upstream-routed RunSSE with something other than 200.
+fn upstream_refused(status: StatusCode) -> ErrorBody {
+    ErrorBody::cursor(
+        Code::Unavailable,
+        aiserver::error_details::Error::NetworkError,
+        "Cursor's service refused the stream",
+        &format!("the official RunSSE answered HTTP {}", status.as_u16()),
+        true,
+    )
 }
 
 fn too_many_streams(detail: &str) -> ErrorBody {
