@@ -333,6 +333,8 @@ async fn start_proxy(
     let agent = AgentOptions {
         max_steps: config.file.agent.max_steps.max(1),
         exec_timeout: Duration::from_millis(config.file.agent.exec_timeout.max(1)),
+        blob_ack_timeout: Duration::from_millis(config.file.agent.blob_ack_timeout.max(1)),
+        detach_grace: Duration::from_millis(config.file.agent.detach_grace),
     };
     let backend =
         Backend::new(gateway, Some(store), spawner.clone(), BackendOptions { agent, ..BackendOptions::default() });
