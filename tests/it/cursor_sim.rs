@@ -90,7 +90,10 @@ async fn sim() -> Sim {
     let pki = test_pki();
     let (official, seen) = official_host(&pki).await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let file = load_str("test.toml", &config_text(&mock.url(), "")).expect("config");
+    // This client never answers KV requests: each turn's checkpoint is skipped after a short
+    // ack timeout (checkpoints are covered by `checkpoint_recovery`).
+    let text = config_text(&mock.url(), "") + "\n[agent]\nblob_ack_timeout = 50\n";
+    let file = load_str("test.toml", &text).expect("config");
     let keyring = Arc::new(MemoryKeyring::default());
     keyring.set("test-key", &SecretString::from(CANARY_KEY)).expect("key");
     let secrets = Secrets::new(keyring, Arc::new(|_| None));
@@ -170,7 +173,8 @@ impl Sim {
     }
 }
 
-/// Reads a RunSSE body to its end: the server messages (heartbeats dropped) and the end-stream.
+/// Reads a RunSSE body to its end: the interaction updates (heartbeats, KV requests and
+/// checkpoints dropped) and the end-stream.
 async fn read_frames(resp: Response<Incoming>) -> (Vec<agent::AgentServerMessage>, connect::EndStream) {
     let body = tokio::time::timeout(TIMEOUT, resp.into_body().collect()).await.expect("run ends").expect("body");
     let envs = connect::decode_envelopes(&body.to_bytes(), true).expect("well-formed envelopes");
@@ -181,7 +185,8 @@ async fn read_frames(resp: Response<Incoming>) -> (Vec<agent::AgentServerMessage
         match env {
             Envelope::Message(m) => {
                 let msg: agent::AgentServerMessage = connect::decode_message(&m).expect("server message");
-                if msg != keyhaven::cursor::protocol::events::heartbeat() {
+                let live = matches!(msg.message, Some(agent_server_message::Message::InteractionUpdate(_)));
+                if live && msg != keyhaven::cursor::protocol::events::heartbeat() {
                     msgs.push(msg);
                 }
             }

@@ -11,10 +11,12 @@
 //!   `token_details` the context use of the latest model call; plus mode, workspace URIs,
 //!   `agent_type = "ide"`, read paths and todos ([`Meta::todos`], empty until server-side todos
 //!   exist).
-//! - [`trim`] keeps the state under [`MAX_WIRE_BYTES`] by dropping, in this order: file states,
-//!   read paths and turn timings; the oldest root messages (a leading system message is kept);
-//!   the oldest turns (the newest is kept); summary, plan and todos; finally long strings inside
-//!   `pending_tool_calls` are abbreviated (the full arguments stay in the root blobs).
+//! - [`trim`] keeps the state under [`MAX_WIRE_BYTES`]. First (a Keyhaven addition that loses
+//!   nothing) long strings inside `pending_tool_calls` are abbreviated: the full arguments are in
+//!   the root blobs, and a 600 KB `write_file` would otherwise cost the whole history. Then, in
+//!   the documented order (cursor-protocol.md §5.6): file states, read paths and turn timings;
+//!   the oldest root messages (the first root, the system prompt, is kept); the oldest turns
+//!   (the newest is kept); summary, plan and todos.
 //! - [`recovery`] turns an incoming state back into transcript entries (blobs from
 //!   `pre_fetched_blobs` or `get_blob_args`, each verified against its SHA-256 id).
 //! - [`worker`] publishes checkpoints during a run: blobs first (`set_blob_args`), the
@@ -42,7 +44,7 @@ use crate::model::{Entry, Message, Part, Role};
 pub const MAX_WIRE_BYTES: usize = 512 * 1024;
 /// The version of [`RootBlob`] this build writes.
 pub const ROOT_VERSION: u32 = 1;
-/// Strings in `pending_tool_calls` longer than this are cut when the state is too large.
+/// Strings in `pending_tool_calls` longer than this (in chars) are cut when the state is too large.
 const PENDING_STRING_CHARS: usize = 1024;
 /// The context window reported when the catalog does not know the model's.
 const DEFAULT_MAX_TOKENS: u32 = 200_000;
@@ -311,6 +313,17 @@ pub fn trim(state: &mut agent::ConversationStateStructure, max: usize) -> Trimme
     if over(state) == 0 {
         return t;
     }
+    for p in &mut state.pending_tool_calls {
+        if let Ok(mut v) = serde_json::from_str::<Value>(p) {
+            abbreviate(&mut v);
+            let short = v.to_string();
+            t.pending_abbreviated |= short.len() < p.len();
+            *p = short;
+        }
+    }
+    if over(state) == 0 {
+        return t;
+    }
     t.extras = !(state.file_states.is_empty() && state.read_paths.is_empty() && state.turn_timings.is_empty());
     state.file_states.clear();
     state.read_paths.clear();
@@ -335,15 +348,6 @@ pub fn trim(state: &mut agent::ConversationStateStructure, max: usize) -> Trimme
         state.summary = None;
         state.plan = None;
         state.todos.clear();
-    }
-    if over(state) > 0 {
-        for p in &mut state.pending_tool_calls {
-            if let Ok(mut v) = serde_json::from_str::<Value>(p) {
-                abbreviate(&mut v);
-                *p = v.to_string();
-            }
-        }
-        t.pending_abbreviated = true;
     }
     t
 }
