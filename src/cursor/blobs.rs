@@ -105,7 +105,10 @@ impl BlobChannel {
     /// The caller verifies them.
     pub fn get(&self, id: &[u8]) -> Pending<Option<Vec<u8>>> {
         let (tx, rx) = oneshot::channel();
-        self.send(Waiter::Get(tx), kv_server_message::Message::GetBlobArgs(agent::GetBlobArgs { blob_id: id.to_vec() }));
+        self.send(
+            Waiter::Get(tx),
+            kv_server_message::Message::GetBlobArgs(agent::GetBlobArgs { blob_id: id.to_vec() }),
+        );
         rx
     }
 

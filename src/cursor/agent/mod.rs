@@ -37,9 +37,9 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::cursor::blobs::BlobChannel;
+use crate::cursor::checkpoint::Meta;
 use crate::cursor::checkpoint::recovery::{self, Plan, Source};
 use crate::cursor::checkpoint::worker::{Both, Publisher, Snapshot, Tracker};
-use crate::cursor::checkpoint::Meta;
 use crate::cursor::conversation::{Conversation, Conversations};
 use crate::cursor::protocol::agent::{self, AgentMode, agent_client_message, conversation_action};
 use crate::cursor::protocol::connect;
@@ -249,8 +249,7 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         context_window,
         template: crate::model::Request::default(),
     };
-    let tools =
-        CursorTools { catalog: catalog.clone(), exec: exec.clone(), output: t.output.clone(), workspace };
+    let tools = CursorTools { catalog: catalog.clone(), exec: exec.clone(), output: t.output.clone(), workspace };
     let frames = Frames::new(t.output.clone(), catalog.clone(), &run_id);
     let model = GatewayModel { gateway: deps.gateway.clone(), dialect: "cursor", client: "cursor".to_owned() };
     let journal = Journal::new(deps.conversations.store().cloned(), &conversation.id, &run_id);

@@ -214,9 +214,12 @@ pub fn encode(entries: &[Entry], meta: &Meta, catalog: Option<&Catalog>) -> Enco
                         Part::Text { text, .. } if e.message.role == Role::Assistant => {
                             conversation_step::Message::AssistantMessage(agent::AssistantMessage { text: text.clone() })
                         }
-                        Part::Thinking { text, .. } => conversation_step::Message::ThinkingMessage(
-                            agent::ThinkingMessage { text: text.clone(), duration_ms: 0 },
-                        ),
+                        Part::Thinking { text, .. } => {
+                            conversation_step::Message::ThinkingMessage(agent::ThinkingMessage {
+                                text: text.clone(),
+                                duration_ms: 0,
+                            })
+                        }
                         Part::ToolUse { name, input, .. } => {
                             if name == "read_file"
                                 && let Some(path) = input.get("path").and_then(Value::as_str)

@@ -50,7 +50,11 @@ pub fn plan(local: &[Entry], state: Option<&agent::ConversationStateStructure>) 
     if ours.iter().zip(incoming).all(|(a, b)| a.as_slice() == b.as_slice()) {
         Plan::Restore(incoming[local.len()..].to_vec())
     } else {
-        tracing::info!(local = local.len(), incoming = incoming.len(), "incoming checkpoint diverges; the local transcript wins");
+        tracing::info!(
+            local = local.len(),
+            incoming = incoming.len(),
+            "incoming checkpoint diverges; the local transcript wins"
+        );
         Plan::KeepLocal
     }
 }

@@ -102,10 +102,15 @@ fn pending_tool_calls_name_the_unanswered_calls() {
     assert_eq!(enc.state.pending_tool_calls.len(), 1);
     let v: serde_json::Value = serde_json::from_str(&enc.state.pending_tool_calls[0]).expect("json");
     assert_eq!(v["id"], "r1:a1");
-    assert_eq!(v["content"][1], json!({"type": "tool-call", "toolCallId": "c1", "toolName": "read_file", "args": {"path": "a.txt"}}));
+    assert_eq!(
+        v["content"][1],
+        json!({"type": "tool-call", "toolCallId": "c1", "toolName": "read_file", "args": {"path": "a.txt"}})
+    );
     let fix = recovery::interrupted_results(&entries).expect("a resolution");
     assert_eq!(fix.id, "r1:a1:interrupted");
-    assert!(matches!(&fix.message.content[0], Part::ToolResult { tool_use_id, is_error: true, .. } if tool_use_id == "c1"));
+    assert!(
+        matches!(&fix.message.content[0], Part::ToolResult { tool_use_id, is_error: true, .. } if tool_use_id == "c1")
+    );
     assert!(recovery::interrupted_results(&conversation()).is_none());
 }
 

@@ -127,7 +127,10 @@ impl<A: RunObserver + ?Sized, B: RunObserver + ?Sized> RunObserver for Both<'_, 
 /// What became of one checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Publish {
-    Published { bytes: usize, blobs: usize },
+    Published {
+        bytes: usize,
+        blobs: usize,
+    },
     /// Identical to the previous one.
     Unchanged,
     /// Not published: the client did not acknowledge its blobs (or an earlier timeout).
@@ -172,8 +175,12 @@ impl Publisher {
             return Publish::Unchanged;
         }
         let known = self.acked.lock().map(|a| a.clone()).unwrap_or_default();
-        let new: Vec<(BlobId, Vec<u8>)> =
-            enc.referenced().into_iter().filter(|(id, _)| !known.contains(id)).map(|(id, d)| (id, d.to_vec())).collect();
+        let new: Vec<(BlobId, Vec<u8>)> = enc
+            .referenced()
+            .into_iter()
+            .filter(|(id, _)| !known.contains(id))
+            .map(|(id, d)| (id, d.to_vec()))
+            .collect();
         let acks: Vec<_> = new.iter().map(|(id, data)| self.blobs.set(id, data.clone())).collect();
         let waited = tokio::time::timeout(self.timeout, futures::future::join_all(acks)).await;
         let failure = match waited {

@@ -388,7 +388,11 @@ pub struct Run {
     seq: Arc<AtomicU64>,
     conn: Conn,
     task: tokio::task::JoinHandle<Seen>,
+    /// Every server message but heartbeats so far (what `Seen::msgs` will hold).
+    live: Live,
 }
+
+type Live = Arc<Mutex<Vec<agent::AgentServerMessage>>>;
 
 impl CursorSim {
     async fn open_run_sse(&self, request_id: &str) -> Response<Incoming> {
@@ -407,9 +411,10 @@ impl CursorSim {
 
     fn read_run(&self, request_id: &str, resp: Response<Incoming>, seq: Arc<AtomicU64>, policy: Policy) -> Run {
         let (conn, ws, id, s) = (self.conn.clone(), self.ws.clone(), request_id.to_owned(), seq.clone());
-        let kv = (self.blobs.clone(), self.kv);
+        let live = Live::default();
+        let kv = (self.blobs.clone(), self.kv, live.clone());
         let task = tokio::spawn(async move { drive(resp.into_body(), conn, ws, id, s, policy, kv).await });
-        Run { request_id: request_id.to_owned(), seq, conn: self.conn.clone(), task }
+        Run { request_id: request_id.to_owned(), seq, conn: self.conn.clone(), task, live }
     }
 
     /// Opens RunSSE, appends the run request (seqno 0) and starts answering execs per `policy`.
@@ -452,6 +457,21 @@ impl Run {
         .await;
     }
 
+    /// The server messages seen so far.
+    pub fn live_messages(&self) -> Vec<agent::AgentServerMessage> {
+        self.live.lock().expect("live").clone()
+    }
+
+    /// Waits until the messages seen so far satisfy `ready` (a hang guard of [`TIMEOUT`]).
+    pub async fn wait_until(&self, ready: impl Fn(&[agent::AgentServerMessage]) -> bool) {
+        let wait = async {
+            while !ready(&self.live.lock().expect("live")) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(TIMEOUT, wait).await.expect("the awaited frames arrive");
+    }
+
     /// The RunSSE connection drops (no cancel): the reader stops and closes its connection.
     pub async fn drop_connection(self) -> Dropped {
         self.task.abort();
@@ -482,9 +502,7 @@ pub fn run_request(turn: &Turn, workspace: &str) -> agent::AgentClientMessage {
         ..Default::default()
     };
     let action = if turn.resume {
-        agent::conversation_action::Action::ResumeAction(agent::ResumeAction {
-            request_context: Some(request_context),
-        })
+        agent::conversation_action::Action::ResumeAction(agent::ResumeAction { request_context: Some(request_context) })
     } else {
         agent::conversation_action::Action::UserMessageAction(agent::UserMessageAction {
             user_message: Some(agent::UserMessage {
@@ -533,7 +551,7 @@ async fn drive(
     request_id: String,
     seq: Arc<AtomicU64>,
     policy: Policy,
-    (blobs, kv): (BlobStore, Kv),
+    (blobs, kv, live): (BlobStore, Kv, Live),
 ) -> Seen {
     let mut dec = EnvelopeDecoder::new(true);
     let mut seen = Seen::default();
@@ -555,6 +573,7 @@ async fn drive(
             continue;
         }
         seen.msgs.push(m.clone());
+        live.lock().expect("live").push(m.clone());
         match m.message {
             Some(agent_server_message::Message::ExecServerControlMessage(agent::ExecServerControlMessage {
                 message: Some(exec_server_control_message::Message::Abort(a)),
@@ -577,7 +596,10 @@ async fn drive(
                     Some(kv_server_message::Message::GetBlobArgs(a)) => {
                         seen.kv_log.push(format!("get {}", hex::encode(&a.blob_id)));
                         let data = blobs.lock().expect("blobs").get(&a.blob_id).cloned();
-                        Some((kv_client_message::Message::GetBlobResult(agent::GetBlobResult { blob_data: data }), None))
+                        Some((
+                            kv_client_message::Message::GetBlobResult(agent::GetBlobResult { blob_data: data }),
+                            None,
+                        ))
                     }
                     None => None,
                 };
