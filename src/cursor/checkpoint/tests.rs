@@ -1,3 +1,5 @@
+//! Checkpoint encoding, trimming and restore planning on synthetic transcripts.
+
 use std::sync::Arc;
 use std::time::Duration;
 
