@@ -375,6 +375,8 @@ fn backend_options(config: &EngineConfig) -> BackendOptions {
         agent: AgentOptions {
             max_steps: config.file.agent.max_steps.max(1),
             exec_timeout: ms(config.file.agent.exec_timeout.max(1)),
+            blob_ack_timeout: ms(config.file.agent.blob_ack_timeout.max(1)),
+            detach_grace: ms(config.file.agent.detach_grace),
         },
     }
 }

@@ -108,11 +108,17 @@ pub struct AgentConfig {
     /// Milliseconds the editor may stay silent on one tool request (no result, output or
     /// heartbeat) before the request is aborted and the model told it timed out.
     pub exec_timeout: u64,
+    /// Milliseconds the editor may take to acknowledge a checkpoint's blobs; after that the
+    /// checkpoint is skipped (and the rest of the turn's checkpoints with it).
+    pub blob_ack_timeout: u64,
+    /// Milliseconds a run keeps going after its last RunSSE reader disconnected (a re-subscriber
+    /// gets the replay); then it is canceled like a stop.
+    pub detach_grace: u64,
 }
 
 impl Default for AgentConfig {
     fn default() -> AgentConfig {
-        AgentConfig { max_steps: 50, exec_timeout: 300_000 }
+        AgentConfig { max_steps: 50, exec_timeout: 300_000, blob_ack_timeout: 10_000, detach_grace: 180_000 }
     }
 }
 

@@ -10,9 +10,10 @@
 //! - The registry is bounded; idle conversations beyond the bound are dropped from memory (their
 //!   transcript stays in the store).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+use crate::cursor::blobs::BlobId;
 use crate::run::{RunCommand, RunHandle, Transcript};
 use crate::store::Store;
 
@@ -25,11 +26,19 @@ pub struct Conversation {
     /// Held by the run working on the conversation.
     pub transcript: tokio::sync::Mutex<Transcript>,
     current: Mutex<Option<RunHandle>>,
+    /// Checkpoint blobs the client acknowledged (not sent again; memory only, so a restarted
+    /// engine sends each blob once more).
+    pub acked_blobs: Arc<Mutex<HashSet<BlobId>>>,
 }
 
 impl Conversation {
     fn new(id: &str, transcript: Transcript) -> Conversation {
-        Conversation { id: id.to_owned(), transcript: tokio::sync::Mutex::new(transcript), current: Mutex::new(None) }
+        Conversation {
+            id: id.to_owned(),
+            transcript: tokio::sync::Mutex::new(transcript),
+            current: Mutex::new(None),
+            acked_blobs: Arc::default(),
+        }
     }
 
     /// A conversation that is not registered (no conversation id: nothing to continue).

@@ -11,11 +11,17 @@
 //!   the system prompt, run events → interaction updates, client messages → the run.
 //! - [`conversation`]: conversation id → transcript and current run (loaded from the store).
 //! - [`tools`]: the tool catalog, the exec channel and the per-tool dispatch with its cards.
+//! - [`blobs`]: the KV channel (SHA-256 addressed blobs on the client, `set_blob_args` /
+//!   `get_blob_args`).
+//! - [`checkpoint`]: `ConversationStateStructure` from the transcript (blobs, trimming), its
+//!   publication during a run, and restoring a transcript from an incoming state.
 //!
 //! Invariant: `cursor` uses `model`, `provider`, `store`, `run` and the leaves; nothing below it
 //! (`model`, `provider`, `store`, `run`) names `cursor`.
 
 pub mod agent;
+pub mod blobs;
+pub mod checkpoint;
 pub mod conversation;
 pub mod protocol;
 pub mod services;

@@ -174,6 +174,13 @@ impl Backend {
             TurnEnd::Ended(usage) => Terminal::Ended(usage),
             TurnEnd::Shutdown => Terminal::shutdown(),
             TurnEnd::Provider(e) => Terminal::provider(&e),
+            TurnEnd::CheckpointRefused(detail) => Terminal::error(
+                Code::InvalidArgument,
+                CursorError::BadRequest,
+                "Checkpoint refused",
+                &format!("The conversation's checkpoint could not be restored: {detail}"),
+                false,
+            ),
             TurnEnd::Internal(detail) => {
                 Terminal::error(Code::Internal, CursorError::Internal, "Keyhaven failed", &detail, false)
             }

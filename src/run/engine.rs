@@ -175,6 +175,7 @@ impl Engine<'_, '_> {
         self.inbox.remember(&entry.id);
         if let Some(seq) = self.transcript.append(entry.clone()) {
             self.ports.journal.append(seq, &entry, now_ms());
+            self.ports.observer.on_event(RunEvent::MessageAppended { seq, entry: &entry });
         }
     }
 

@@ -10,7 +10,7 @@ use futures::stream::BoxStream;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::model::{self, ErrorInfo, Part, StreamEvent, Usage};
+use crate::model::{self, Entry, ErrorInfo, Part, StreamEvent, Usage};
 use crate::provider::{CallContext, Gateway};
 
 /// A model call's events, in order.
@@ -145,6 +145,12 @@ pub enum RunEvent<'a> {
     ToolRoundFinished {
         step: u32,
         failed: u32,
+    },
+    /// A message was appended to the transcript at position `seq` (front ends that mirror the
+    /// transcript, e.g. for checkpoints, follow these).
+    MessageAppended {
+        seq: u64,
+        entry: &'a Entry,
     },
     /// A compactor replaced the transcript.
     Compacted {

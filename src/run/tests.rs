@@ -116,7 +116,7 @@ impl RunObserver for Events {
             RunEvent::ThinkingDelta(t) => format!("thinking {t}"),
             RunEvent::ToolCallBegin { id, name, .. } => format!("call {id} {name}"),
             RunEvent::ToolCallArgs { id, .. } => format!("args {id}"),
-            RunEvent::Usage(_) => return,
+            RunEvent::Usage(_) | RunEvent::MessageAppended { .. } => return,
             RunEvent::StepCompleted { step, tool_calls } => format!("step {step} done {tool_calls}"),
             RunEvent::ToolRoundStarted { calls, .. } => format!("round {calls}"),
             RunEvent::ToolRoundFinished { failed, .. } => format!("round done {failed}"),

@@ -148,8 +148,11 @@ async fn sim_with(tables: &str, an_model: &str) -> Sim {
     let pki = test_pki();
     let (official, seen) = official_host(&pki).await;
     let dir = tempfile::tempdir().expect("tempdir");
+    // This client never answers KV requests: each turn's checkpoint is skipped after a short
+    // ack timeout (checkpoints are covered by `checkpoint_recovery`).
     let text = config_text(&mock.url(), "")
         .replace("name = \"an-model\"\n", &format!("name = \"an-model\"\n{an_model}\n"))
+        + "\n[agent]\nblob_ack_timeout = 50\n"
         + tables;
     let file = load_str("test.toml", &text).expect("config");
     let keyring = Arc::new(MemoryKeyring::default());
@@ -362,7 +365,9 @@ impl FrameReader {
             match self.dec.try_next().expect("well-formed envelope") {
                 Some(Envelope::Message(m)) => {
                     let msg: agent::AgentServerMessage = connect::decode_message(&m).expect("server message");
-                    if msg != keyhaven::cursor::protocol::events::heartbeat() {
+                    // Heartbeats, KV requests and checkpoints are dropped, as in `read_frames`.
+                    let live = matches!(msg.message, Some(agent_server_message::Message::InteractionUpdate(_)));
+                    if live && msg != keyhaven::cursor::protocol::events::heartbeat() {
                         return Out::Update(update(&msg));
                     }
                 }
@@ -397,7 +402,8 @@ impl FrameReader {
     }
 }
 
-/// Reads a RunSSE body to its end: the server messages (heartbeats dropped) and the end-stream.
+/// Reads a RunSSE body to its end: the interaction updates (heartbeats, KV requests and
+/// checkpoints dropped) and the end-stream.
 async fn read_frames(resp: Response<Incoming>) -> (Vec<agent::AgentServerMessage>, connect::EndStream) {
     let body = tokio::time::timeout(TIMEOUT, resp.into_body().collect()).await.expect("run ends").expect("body");
     let envs = connect::decode_envelopes(&body.to_bytes(), true).expect("well-formed envelopes");
@@ -408,7 +414,8 @@ async fn read_frames(resp: Response<Incoming>) -> (Vec<agent::AgentServerMessage
         match env {
             Envelope::Message(m) => {
                 let msg: agent::AgentServerMessage = connect::decode_message(&m).expect("server message");
-                if msg != keyhaven::cursor::protocol::events::heartbeat() {
+                let live = matches!(msg.message, Some(agent_server_message::Message::InteractionUpdate(_)));
+                if live && msg != keyhaven::cursor::protocol::events::heartbeat() {
                     msgs.push(msg);
                 }
             }

@@ -3,6 +3,7 @@
 mod support;
 
 mod bad_input;
+mod checkpoint_recovery;
 mod codex;
 mod control;
 mod count_tokens;

@@ -1,26 +1,45 @@
 //! One Cursor agent turn on the generic run engine (`crate::run`): compiles the run request
-//! (model, user message, mode, MCP tools, workspace), picks up the conversation's transcript,
-//! runs the engine with Cursor's tool host and maps its events to interaction updates.
+//! (model, user message or resume, mode, MCP tools, workspace), picks up the conversation's
+//! transcript (restoring it from the incoming checkpoint when the local one is missing or behind,
+//! `cursor::checkpoint::recovery`), runs the engine with Cursor's tool host, maps its events to
+//! interaction updates and publishes checkpoints (`cursor::checkpoint::worker`).
 //!
-//! While the run works, this driver reads the transport's inbox (seqno order) and routes each
-//! client message: exec results and exec control to the run's [`ExecChannel`], `cancel_action`
-//! to the run as [`RunCommand::Cancel`]; heartbeats, KV acks and the rest are ignored. The run
-//! future is polled in the same task (no spawn), and a panic inside it still ends the turn.
+//! While the turn works, this driver reads the transport's inbox (seqno order) and routes each
+//! client message: exec results and exec control to the run's [`ExecChannel`], KV answers to its
+//! [`BlobChannel`], `cancel_action` to the run as [`RunCommand::Cancel`]; heartbeats and the rest
+//! are ignored. The run, the checkpoint worker and the detach watch are polled in the same task
+//! (no spawn), and a panic inside the run still ends the turn.
 //!
-//! Invariant: a turn without tool calls produces exactly the frames of the part-1 turn
-//! (`thinking_delta`, `thinking_completed`, `text_delta`, `token_delta`, then the terminal).
+//! Frames of a turn: the live updates (`thinking_delta`, `thinking_completed`, `text_delta`,
+//! `token_delta`, tool cards and execs), checkpoints after a tool round starts and after its
+//! results (each preceded by its new blobs' `set_blob_args`), and a final checkpoint before the
+//! terminal (also after a cancel; not on shutdown).
+//!
+//! - **Resume** (`resume_action`): an unfinished conversation (its last message is the user's or
+//!   tool results) continues with a new model cycle; a completed one (last message from the
+//!   assistant) ends at once with an empty `turn_ended`. Pending tool calls, local or restored,
+//!   get interrupted results first (never re-issued; see `recovery`).
+//! - **Detach**: when every RunSSE reader of the transport is gone, the run keeps going for
+//!   `[agent] detach_grace` (a re-subscriber gets the replay); then it is canceled like a stop
+//!   (final checkpoint, `turn_ended`, `{}`).
 
 mod prompt;
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::FutureExt;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::cursor::blobs::BlobChannel;
+use crate::cursor::checkpoint::Meta;
+use crate::cursor::checkpoint::recovery::{self, Plan, Source};
+use crate::cursor::checkpoint::worker::{Both, Publisher, Snapshot, Tracker};
 use crate::cursor::conversation::{Conversation, Conversations};
 use crate::cursor::protocol::agent::{self, AgentMode, agent_client_message, conversation_action};
 use crate::cursor::protocol::connect;
@@ -42,11 +61,20 @@ pub struct AgentOptions {
     pub max_steps: u32,
     /// How long the client may stay silent on one exec.
     pub exec_timeout: Duration,
+    /// How long the client may take to acknowledge a checkpoint's blobs (or return a blob).
+    pub blob_ack_timeout: Duration,
+    /// How long a run continues without any RunSSE reader.
+    pub detach_grace: Duration,
 }
 
 impl Default for AgentOptions {
     fn default() -> AgentOptions {
-        AgentOptions { max_steps: 50, exec_timeout: Duration::from_secs(300) }
+        AgentOptions {
+            max_steps: 50,
+            exec_timeout: Duration::from_secs(300),
+            blob_ack_timeout: Duration::from_secs(10),
+            detach_grace: Duration::from_secs(180),
+        }
     }
 }
 
@@ -57,6 +85,9 @@ pub enum TurnEnd {
     Shutdown,
     Provider(ErrorInfo),
     Internal(String),
+    /// The incoming checkpoint could not be used (a blob that does not match its id, a missing
+    /// or unreadable blob); nothing was appended.
+    CheckpointRefused(String),
 }
 
 /// What a turn needs from the backend.
@@ -67,18 +98,79 @@ pub struct AgentDeps<'a> {
     pub options: AgentOptions,
 }
 
+/// Where client messages go while a turn works.
+struct Routes<'a> {
+    exec: &'a ExecChannel,
+    blobs: &'a BlobChannel,
+    run: Option<&'a RunHandle>,
+    /// A `cancel_action` that arrived before the run existed.
+    early_cancel: &'a AtomicBool,
+}
+
+/// Polls `fut` while routing client messages; `None` when the transport is canceled (shutdown).
+async fn pump<F: Future>(t: &Transport, routes: &Routes<'_>, fut: F) -> Option<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    let mut open = true;
+    loop {
+        tokio::select! {
+            biased;
+            () = t.cancel.cancelled() => return None,
+            out = &mut fut => return Some(out),
+            m = t.inbox.next(), if open => match m {
+                Some((seqno, data)) => route(seqno, &data, routes),
+                None => open = false,
+            },
+        }
+    }
+}
+
+/// Resolves once the transport has had no reader for `grace` (pending forever otherwise).
+async fn detached(mut subs: watch::Receiver<usize>, grace: Duration) {
+    loop {
+        while *subs.borrow_and_update() > 0 {
+            if subs.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+        let back = tokio::time::timeout(grace, subs.wait_for(|n| *n > 0)).await.map(|r| r.is_ok());
+        match back {
+            Err(_) => return,
+            Ok(false) => return std::future::pending().await,
+            Ok(true) => {}
+        }
+    }
+}
+
 /// Runs one turn for `run` (whose model resolved to `model_name`) on transport `t`.
 pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRequest, model_name: String) -> TurnEnd {
-    let Some(conversation_action::Action::UserMessageAction(action)) = run.action.and_then(|a| a.action) else {
-        // Resume and other actions: nothing to continue yet.
-        return TurnEnd::Ended(TurnUsage::default());
+    let agent::AgentRunRequest {
+        conversation_state,
+        action,
+        mcp_tools,
+        conversation_id,
+        custom_system_prompt,
+        pre_fetched_blobs,
+        ..
+    } = run;
+    let (user, ctx) = match action.and_then(|a| a.action) {
+        Some(conversation_action::Action::UserMessageAction(a)) => {
+            (Some(a.user_message.unwrap_or_default()), a.request_context.unwrap_or_default())
+        }
+        Some(conversation_action::Action::ResumeAction(r)) => (None, r.request_context.unwrap_or_default()),
+        // Other actions: nothing to run.
+        _ => return TurnEnd::Ended(TurnUsage::default()),
     };
-    let user = action.user_message.unwrap_or_default();
-    let ctx = action.request_context.unwrap_or_default();
     let env = ctx.env.clone().unwrap_or_default();
     let workspace = prompt::workspace_root(&env);
-    let mode = AgentMode::try_from(user.mode).unwrap_or(AgentMode::Unspecified);
-    let mut mcp = run.mcp_tools.map(|m| m.mcp_tools).unwrap_or_default();
+    let mode = match &user {
+        Some(u) => AgentMode::try_from(u.mode).unwrap_or(AgentMode::Unspecified),
+        None => conversation_state
+            .as_ref()
+            .and_then(|s| s.mode)
+            .and_then(|m| AgentMode::try_from(m).ok())
+            .unwrap_or(AgentMode::Agent),
+    };
+    let mut mcp = mcp_tools.map(|m| m.mcp_tools).unwrap_or_default();
     for tool in ctx.tools {
         if !mcp.iter().any(|m| m.name == tool.name) {
             mcp.push(tool);
@@ -86,7 +178,7 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     }
     let catalog = Arc::new(Catalog::build(mode, &mcp));
     let run_id = t.request_id.clone();
-    let conversation = match run.conversation_id.filter(|c| !c.is_empty()) {
+    let conversation = match conversation_id.filter(|c| !c.is_empty()) {
         Some(id) => deps.conversations.get(&id).await,
         None => Conversation::detached(&run_id),
     };
@@ -96,14 +188,56 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         () = t.cancel.cancelled() => return TurnEnd::Shutdown,
         g = conversation.transcript.lock() => g,
     };
+    let exec = ExecChannel::new(t.output.clone(), deps.options.exec_timeout);
+    let blobs = BlobChannel::new(t.output.clone());
+    let early_cancel = AtomicBool::new(false);
+    let pre_routes = Routes { exec: &exec, blobs: &blobs, run: None, early_cancel: &early_cancel };
+
+    // The local transcript is the source of truth; the incoming state fills it when it is
+    // missing or behind.
+    let mut restored = Vec::new();
+    if let Plan::Restore(ids) = recovery::plan(transcript.entries(), conversation_state.as_ref()) {
+        let source = Source::new(pre_fetched_blobs, &blobs, deps.options.blob_ack_timeout);
+        match pump(t, &pre_routes, recovery::restore(&ids, &source)).await {
+            None => return TurnEnd::Shutdown,
+            Some(Err(e)) => {
+                tracing::warn!(request_id = %run_id, error = %e, "incoming checkpoint refused");
+                return TurnEnd::CheckpointRefused(e.to_string());
+            }
+            Some(Ok(entries)) => {
+                tracing::info!(request_id = %run_id, messages = entries.len(), "transcript restored from the incoming checkpoint");
+                restored = recovery::drop_orphans(entries, !transcript.is_empty());
+            }
+        }
+    }
+    if early_cancel.load(Ordering::Relaxed) {
+        return TurnEnd::Ended(TurnUsage::default());
+    }
     let mut initial = Vec::new();
-    if transcript.is_empty() {
-        let system = prompt::system(run.custom_system_prompt.as_deref(), &env, workspace.as_deref(), &ctx.rules);
+    if transcript.is_empty() && restored.first().is_none_or(|e| e.message.role != Role::System) {
+        let system = prompt::system(custom_system_prompt.as_deref(), &env, workspace.as_deref(), &ctx.rules);
         initial.push(Entry::new(format!("system:{}", conversation.id), Message::text(Role::System, system)));
     }
-    let user_id =
-        if user.message_id.is_empty() { format!("{run_id}:user") } else { format!("user:{}", user.message_id) };
-    initial.push(Entry::new(user_id, Message::text(Role::User, user.text)));
+    initial.extend(restored);
+    let tail: Vec<Entry> = initial.last().or_else(|| transcript.entries().last()).cloned().into_iter().collect();
+    if let Some(results) = recovery::interrupted_results(&tail) {
+        initial.push(results);
+    }
+    match user {
+        Some(user) => {
+            let user_id =
+                if user.message_id.is_empty() { format!("{run_id}:user") } else { format!("user:{}", user.message_id) };
+            initial.push(Entry::new(user_id, Message::text(Role::User, user.text)));
+        }
+        None => {
+            let last = initial.last().or_else(|| transcript.entries().last());
+            let unfinished = last.is_some_and(|e| matches!(e.message.role, Role::User | Role::Tool));
+            if !unfinished {
+                tracing::debug!(request_id = %run_id, "resume of a completed conversation: nothing to do");
+                return TurnEnd::Ended(TurnUsage::default());
+            }
+        }
+    }
     let context_window = deps.gateway.catalog().resolve(&model_name).and_then(|r| r.model.context_window);
     let spec = RunSpec {
         run_id: run_id.clone(),
@@ -115,28 +249,66 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         context_window,
         template: crate::model::Request::default(),
     };
-    let exec = ExecChannel::new(t.output.clone(), deps.options.exec_timeout);
     let tools = CursorTools { catalog: catalog.clone(), exec: exec.clone(), output: t.output.clone(), workspace };
-    let frames = Frames::new(t.output.clone(), catalog, &run_id);
+    let frames = Frames::new(t.output.clone(), catalog.clone(), &run_id);
     let model = GatewayModel { gateway: deps.gateway.clone(), dialect: "cursor", client: "cursor".to_owned() };
     let journal = Journal::new(deps.conversations.store().cloned(), &conversation.id, &run_id);
     let (handle, inbox) = command_channel(&run_id, transcript.entries().iter().map(|e| e.id.as_str()));
     conversation.set_current(Some(handle.clone()));
-    let ports =
-        RunPorts { model: &model, tools: &tools, observer: &frames, compactor: &NoCompaction, journal: &journal };
-    let engine = crate::run::run(&spec, &mut transcript, initial, ports, inbox, &t.cancel);
-    let mut engine = std::pin::pin!(AssertUnwindSafe(engine).catch_unwind());
-    let mut inbox_open = true;
-    let outcome = loop {
-        tokio::select! {
-            biased;
-            r = &mut engine => break r,
-            m = t.inbox.next(), if inbox_open => match m {
-                Some((seqno, data)) => route(seqno, &data, &exec, &handle),
-                None => inbox_open = false,
-            },
+    let (tracker, snapshots) = Tracker::new(transcript.entries());
+    let publisher = Publisher {
+        blobs: blobs.clone(),
+        output: t.output.clone(),
+        acked: conversation.acked_blobs.clone(),
+        timeout: deps.options.blob_ack_timeout,
+        meta: Meta {
+            mode,
+            workspace_paths: env.workspace_paths.clone(),
+            used_tokens: 0,
+            context_window,
+            todos: Vec::new(),
+        },
+        catalog: Some(catalog),
+        store: deps.conversations.store().cloned(),
+        conversation_id: conversation.id.clone(),
+        run_id: run_id.clone(),
+        gave_up: AtomicBool::new(false),
+        last: Mutex::default(),
+    };
+    let routes = Routes { exec: &exec, blobs: &blobs, run: Some(&handle), early_cancel: &early_cancel };
+    let mut worker = std::pin::pin!(publisher.work(snapshots));
+    let mut worker_done = false;
+    let outcome = {
+        let observer = Both(&frames, &tracker);
+        let ports =
+            RunPorts { model: &model, tools: &tools, observer: &observer, compactor: &NoCompaction, journal: &journal };
+        let engine = crate::run::run(&spec, &mut transcript, initial, ports, inbox, &t.cancel);
+        let mut engine = std::pin::pin!(AssertUnwindSafe(engine).catch_unwind());
+        let mut detach = std::pin::pin!(detached(t.output.subscribers(), deps.options.detach_grace));
+        let mut detach_fired = false;
+        let mut inbox_open = true;
+        loop {
+            tokio::select! {
+                biased;
+                r = &mut engine => break r,
+                m = t.inbox.next(), if inbox_open => match m {
+                    Some((seqno, data)) => route(seqno, &data, &routes),
+                    None => inbox_open = false,
+                },
+                () = &mut worker, if !worker_done => worker_done = true,
+                () = &mut detach, if !detach_fired => {
+                    detach_fired = true;
+                    tracing::info!(request_id = %run_id, "no RunSSE reader within the grace period; canceling the run");
+                    handle.send(None, RunCommand::Cancel { reason: "client_disconnected".to_owned() });
+                }
+            }
         }
     };
+    // Checkpoints already requested are published (in order) before the final one.
+    tracker.close();
+    if !worker_done {
+        let _ = pump(t, &routes, &mut worker).await;
+    }
     conversation.set_current(None);
     let outcome = match outcome {
         Ok(o) => o,
@@ -146,6 +318,11 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         }
     };
     tracing::debug!(request_id = %run_id, status = outcome.status.as_str(), steps = outcome.steps, "cursor run ended");
+    let shutdown = outcome.canceled_by == Some(CancelReason::Shutdown);
+    if !shutdown {
+        let snap = Snapshot { entries: transcript.entries().to_vec(), used_tokens: tracker.used_tokens() };
+        let _ = pump(t, &routes, publisher.publish(&snap)).await;
+    }
     let usage = if outcome.usage_reported {
         let n = |v: u64| Some(i64::try_from(v).unwrap_or(i64::MAX));
         TurnUsage {
@@ -167,8 +344,8 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     }
 }
 
-/// Routes one client message that arrived during the run.
-fn route(seqno: u64, data: &Bytes, exec: &ExecChannel, run: &RunHandle) {
+/// Routes one client message that arrived during the turn.
+fn route(seqno: u64, data: &Bytes, routes: &Routes<'_>) {
     let msg = match connect::decode_message::<agent::AgentClientMessage>(data) {
         Ok(m) => m,
         Err(e) => {
@@ -177,14 +354,20 @@ fn route(seqno: u64, data: &Bytes, exec: &ExecChannel, run: &RunHandle) {
         }
     };
     match msg.message {
-        Some(agent_client_message::Message::ExecClientMessage(m)) => exec.deliver(m),
-        Some(agent_client_message::Message::ExecClientControlMessage(c)) => exec.control(c),
+        Some(agent_client_message::Message::ExecClientMessage(m)) => routes.exec.deliver(m),
+        Some(agent_client_message::Message::ExecClientControlMessage(c)) => routes.exec.control(c),
+        Some(agent_client_message::Message::KvClientMessage(k)) => routes.blobs.deliver(k),
         Some(agent_client_message::Message::ConversationAction(agent::ConversationAction {
             action: Some(conversation_action::Action::CancelAction(c)),
             ..
         })) => {
             tracing::info!(seqno, reason = %c.reason, "cursor run canceled by the client");
-            run.send(None, RunCommand::Cancel { reason: c.reason });
+            match routes.run {
+                Some(run) => {
+                    run.send(None, RunCommand::Cancel { reason: c.reason });
+                }
+                None => routes.early_cancel.store(true, Ordering::Relaxed),
+            }
         }
         _ => {}
     }
@@ -270,6 +453,7 @@ impl RunObserver for Frames {
             }
             RunEvent::StepCompleted { .. } => self.close_thinking(&mut s),
             RunEvent::Usage(_)
+            | RunEvent::MessageAppended { .. }
             | RunEvent::ToolRoundStarted { .. }
             | RunEvent::ToolRoundFinished { .. }
             | RunEvent::Compacted { .. } => {}

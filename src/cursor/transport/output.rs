@@ -4,6 +4,9 @@
 //!
 //! The terminal frame is the last one published: [`Output::finish`] publishes it and closes the
 //! hub in one step, so nothing can follow it.
+//!
+//! The hub counts its live subscriptions ([`Output::subscribers`]), so the run can tell that every
+//! RunSSE reader went away (a dropped connection) and cancel itself after a grace period.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -28,11 +31,18 @@ pub struct Output {
     replay_bytes: usize,
     /// Bumped on every publish and on close.
     version: watch::Sender<u64>,
+    /// Live subscriptions.
+    subscribers: watch::Sender<usize>,
 }
 
 impl Output {
     pub fn new(replay_bytes: usize) -> Output {
-        Output { state: Mutex::new(State::default()), replay_bytes, version: watch::Sender::new(0) }
+        Output {
+            state: Mutex::new(State::default()),
+            replay_bytes,
+            version: watch::Sender::new(0),
+            subscribers: watch::Sender::new(0),
+        }
     }
 
     /// Appends a frame; ignored once closed. Returns whether it was published.
@@ -86,11 +96,17 @@ impl Output {
 
     /// A reader from the first buffered frame.
     pub fn subscribe(self: &Arc<Self>, heartbeat: Duration, heartbeat_frame: Bytes) -> Subscription {
+        self.subscribers.send_modify(|n| *n += 1);
         Subscription { hub: self.clone(), cursor: 0, rx: self.version.subscribe(), heartbeat, heartbeat_frame }
+    }
+
+    /// The number of live subscriptions, watched.
+    pub fn subscribers(&self) -> watch::Receiver<usize> {
+        self.subscribers.subscribe()
     }
 }
 
-/// One reader of a hub.
+/// One reader of a hub (counted while it lives).
 #[derive(Debug)]
 pub struct Subscription {
     hub: Arc<Output>,
@@ -123,5 +139,11 @@ impl Subscription {
                 Err(_) => return Some(self.heartbeat_frame.clone()),
             }
         }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.hub.subscribers.send_modify(|n| *n = n.saturating_sub(1));
     }
 }

@@ -5,7 +5,13 @@
 //! workspace, answering with hex BidiAppends in seqno order and a `stream_close` after each
 //! reply, the way the IDE does. A [`Policy`] makes it misbehave per exec (never answer, throw,
 //! reject, answer late with heartbeats).
+//!
+//! Like the IDE it keeps a blob store across turns (§4.9): `set_blob_args` are stored and
+//! acknowledged, `get_blob_args` answered from the store (unset data when missing); [`Kv`] makes
+//! it stay silent instead. A [`Turn`] can carry the last checkpoint (`conversation_state`),
+//! `pre_fetched_blobs` and a `resume_action` instead of a user message.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,7 +26,8 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use keyhaven::cursor::protocol::agent::{
     self, agent_client_message, agent_server_message, exec_client_control_message, exec_client_message,
-    exec_server_control_message, exec_server_message, grep_union_result, interaction_update, shell_stream,
+    exec_server_control_message, exec_server_message, grep_union_result, interaction_update, kv_client_message,
+    kv_server_message, shell_stream,
 };
 use keyhaven::cursor::protocol::aiserver;
 use keyhaven::cursor::protocol::connect::{self, Envelope, EnvelopeDecoder};
@@ -31,6 +38,18 @@ use serde_json::{Value, json};
 
 use crate::proxy::connect_via_proxy;
 use crate::support::{MockUpstream, TestEngine, config_text};
+
+/// The client's blob store: id → content.
+pub type BlobStore = Arc<Mutex<HashMap<Vec<u8>, Vec<u8>>>>;
+
+/// How the simulated client treats KV requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kv {
+    /// Store and acknowledge blobs, serve them back.
+    Answer,
+    /// Never answer a KV request.
+    Ignore,
+}
 
 /// A hang guard for one read or request; assertions never depend on it.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
@@ -97,6 +116,9 @@ pub struct CursorSim {
     pub te: TestEngine,
     pub mock: MockUpstream,
     pub ws: Workspace,
+    /// The client's blob store (kept across turns and engine restarts, like the IDE's).
+    pub blobs: BlobStore,
+    pub kv: Kv,
     conn: Conn,
     keyring: Arc<MemoryKeyring>,
     config: String,
@@ -155,7 +177,7 @@ pub async fn start(agent: &str) -> CursorSim {
     let keyring = Arc::new(MemoryKeyring::default());
     let te = TestEngine::start_with_keyring(dir, &config, keyring.clone()).await;
     let conn = Conn::of(&te);
-    CursorSim { te, mock, ws: Workspace::new(), conn, keyring, config }
+    CursorSim { te, mock, ws: Workspace::new(), blobs: BlobStore::default(), kv: Kv::Answer, conn, keyring, config }
 }
 
 impl Conn {
@@ -171,11 +193,23 @@ impl Conn {
 impl CursorSim {
     /// Stops the engine and starts a new one on the same data directory, keyring and workspace.
     pub async fn restart(self) -> CursorSim {
-        let CursorSim { te, mock, ws, keyring, config, .. } = self;
+        let CursorSim { te, mock, ws, blobs, kv, keyring, config, .. } = self;
         let dir = te.stop().await;
         let te = TestEngine::start_with_keyring(dir, &config, keyring.clone()).await;
         let conn = Conn::of(&te);
-        CursorSim { te, mock, ws, conn, keyring, config }
+        CursorSim { te, mock, ws, blobs, kv, conn, keyring, config }
+    }
+
+    /// Stops the engine and starts a new one on a **fresh** data directory (nothing of the old
+    /// database); the workspace and the client's blob store stay.
+    pub async fn fresh_data_dir(self) -> CursorSim {
+        let CursorSim { te, mock, ws, blobs, kv, config, .. } = self;
+        drop(te.stop().await);
+        let keyring = Arc::new(MemoryKeyring::default());
+        let dir = tempfile::tempdir().expect("tempdir");
+        let te = TestEngine::start_with_keyring(dir, &config, keyring.clone()).await;
+        let conn = Conn::of(&te);
+        CursorSim { te, mock, ws, blobs, kv, conn, keyring, config }
     }
 }
 
@@ -191,6 +225,11 @@ pub struct Turn {
     pub text: String,
     pub mode: agent::AgentMode,
     pub mcp_tools: Vec<agent::McpToolDefinition>,
+    /// The checkpoint the client stored (sent back as `conversation_state`).
+    pub state: Option<agent::ConversationStateStructure>,
+    pub pre_fetched_blobs: Vec<agent::PreFetchedBlob>,
+    /// Send `resume_action` instead of the user message.
+    pub resume: bool,
 }
 
 impl Turn {
@@ -202,7 +241,20 @@ impl Turn {
             text: text.into(),
             mode: agent::AgentMode::Agent,
             mcp_tools: Vec::new(),
+            state: None,
+            pre_fetched_blobs: Vec::new(),
+            resume: false,
         }
+    }
+
+    pub fn with_state(mut self, state: Option<agent::ConversationStateStructure>) -> Turn {
+        self.state = state;
+        self
+    }
+
+    pub fn resuming(mut self) -> Turn {
+        self.resume = true;
+        self
     }
 }
 
@@ -237,6 +289,9 @@ pub struct Seen {
     pub end: Option<connect::EndStream>,
     /// Exec ids the server aborted.
     pub aborts: Vec<u32>,
+    /// KV and checkpoint events in the order the client saw or did them: `set <id>` (request
+    /// received), `acked <id>` (ack delivered), `get <id>`, `checkpoint <index in msgs>`.
+    pub kv_log: Vec<String>,
 }
 
 impl Seen {
@@ -258,6 +313,22 @@ impl Seen {
                 _ => None,
             })
             .collect()
+    }
+
+    /// The checkpoints of the run, in order.
+    pub fn checkpoints(&self) -> Vec<agent::ConversationStateStructure> {
+        self.msgs
+            .iter()
+            .filter_map(|m| match &m.message {
+                Some(agent_server_message::Message::ConversationCheckpointUpdate(c)) => Some(c.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The newest checkpoint (what the IDE would send back next turn).
+    pub fn last_checkpoint(&self) -> Option<agent::ConversationStateStructure> {
+        self.checkpoints().pop()
     }
 
     pub fn turn_ended(&self) -> Option<agent::TurnEndedUpdate> {
@@ -317,12 +388,15 @@ pub struct Run {
     seq: Arc<AtomicU64>,
     conn: Conn,
     task: tokio::task::JoinHandle<Seen>,
+    /// Every server message but heartbeats so far (what `Seen::msgs` will hold).
+    live: Live,
 }
 
+type Live = Arc<Mutex<Vec<agent::AgentServerMessage>>>;
+
 impl CursorSim {
-    /// Opens RunSSE, appends the run request (seqno 0) and starts answering execs per `policy`.
-    pub async fn start_run(&self, turn: &Turn, policy: Policy) -> Run {
-        let open = aiserver::BidiRequestId { request_id: turn.request_id.clone() }.encode_to_vec();
+    async fn open_run_sse(&self, request_id: &str) -> Response<Incoming> {
+        let open = aiserver::BidiRequestId { request_id: request_id.to_owned() }.encode_to_vec();
         let resp = self
             .conn
             .send(
@@ -332,12 +406,31 @@ impl CursorSim {
             )
             .await;
         assert_eq!(resp.status(), StatusCode::OK);
+        resp
+    }
+
+    fn read_run(&self, request_id: &str, resp: Response<Incoming>, seq: Arc<AtomicU64>, policy: Policy) -> Run {
+        let (conn, ws, id, s) = (self.conn.clone(), self.ws.clone(), request_id.to_owned(), seq.clone());
+        let live = Live::default();
+        let kv = (self.blobs.clone(), self.kv, live.clone());
+        let task = tokio::spawn(async move { drive(resp.into_body(), conn, ws, id, s, policy, kv).await });
+        Run { request_id: request_id.to_owned(), seq, conn: self.conn.clone(), task, live }
+    }
+
+    /// Opens RunSSE, appends the run request (seqno 0) and starts answering execs per `policy`.
+    pub async fn start_run(&self, turn: &Turn, policy: Policy) -> Run {
+        let resp = self.open_run_sse(&turn.request_id).await;
         let seq = Arc::new(AtomicU64::new(0));
         let first = seq.fetch_add(1, Ordering::SeqCst);
         self.conn.append(&turn.request_id, first, &run_request(turn, &self.ws.root_str()).encode_to_vec()).await;
-        let (conn, ws, id, s) = (self.conn.clone(), self.ws.clone(), turn.request_id.clone(), seq.clone());
-        let task = tokio::spawn(async move { drive(resp.into_body(), conn, ws, id, s, policy).await });
-        Run { request_id: turn.request_id.clone(), seq, conn: self.conn.clone(), task }
+        self.read_run(&turn.request_id, resp, seq, policy)
+    }
+
+    /// Opens RunSSE again for a run whose connection dropped, and reads it from the start (the
+    /// output hub replays) with the same append seqnos.
+    pub async fn resubscribe(&self, dropped: Dropped, policy: Policy) -> Run {
+        let resp = self.open_run_sse(&dropped.request_id).await;
+        self.read_run(&dropped.request_id, resp, dropped.seq, policy)
     }
 
     /// A whole turn with every exec executed.
@@ -364,36 +457,69 @@ impl Run {
         .await;
     }
 
+    /// The server messages seen so far.
+    pub fn live_messages(&self) -> Vec<agent::AgentServerMessage> {
+        self.live.lock().expect("live").clone()
+    }
+
+    /// Waits until the messages seen so far satisfy `ready` (a hang guard of [`TIMEOUT`]).
+    pub async fn wait_until(&self, ready: impl Fn(&[agent::AgentServerMessage]) -> bool) {
+        let wait = async {
+            while !ready(&self.live.lock().expect("live")) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(TIMEOUT, wait).await.expect("the awaited frames arrive");
+    }
+
+    /// The RunSSE connection drops (no cancel): the reader stops and closes its connection.
+    pub async fn drop_connection(self) -> Dropped {
+        self.task.abort();
+        let _ = self.task.await;
+        Dropped { request_id: self.request_id, seq: self.seq }
+    }
+
     /// Waits for the run's end-stream and returns what the client saw.
     pub async fn finish(self) -> Seen {
         tokio::time::timeout(TIMEOUT * 2, self.task).await.expect("the run ends").expect("reader task")
     }
 }
 
+/// A run whose RunSSE connection dropped.
+pub struct Dropped {
+    pub request_id: String,
+    seq: Arc<AtomicU64>,
+}
+
 pub fn run_request(turn: &Turn, workspace: &str) -> agent::AgentClientMessage {
-    agent::AgentClientMessage {
-        message: Some(agent_client_message::Message::RunRequest(agent::AgentRunRequest {
-            action: Some(agent::ConversationAction {
-                action: Some(agent::conversation_action::Action::UserMessageAction(agent::UserMessageAction {
-                    user_message: Some(agent::UserMessage {
-                        text: turn.text.clone(),
-                        message_id: turn.message_id.clone(),
-                        mode: turn.mode as i32,
-                        ..Default::default()
-                    }),
-                    request_context: Some(agent::RequestContext {
-                        env: Some(agent::RequestContextEnv {
-                            os_version: "linux".into(),
-                            workspace_paths: vec![workspace.to_owned()],
-                            shell: "sh".into(),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                })),
+    let request_context = agent::RequestContext {
+        env: Some(agent::RequestContextEnv {
+            os_version: "linux".into(),
+            workspace_paths: vec![workspace.to_owned()],
+            shell: "sh".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let action = if turn.resume {
+        agent::conversation_action::Action::ResumeAction(agent::ResumeAction { request_context: Some(request_context) })
+    } else {
+        agent::conversation_action::Action::UserMessageAction(agent::UserMessageAction {
+            user_message: Some(agent::UserMessage {
+                text: turn.text.clone(),
+                message_id: turn.message_id.clone(),
+                mode: turn.mode as i32,
                 ..Default::default()
             }),
+            request_context: Some(request_context),
+            ..Default::default()
+        })
+    };
+    agent::AgentClientMessage {
+        message: Some(agent_client_message::Message::RunRequest(agent::AgentRunRequest {
+            conversation_state: turn.state.clone(),
+            pre_fetched_blobs: turn.pre_fetched_blobs.clone(),
+            action: Some(agent::ConversationAction { action: Some(action), ..Default::default() }),
             requested_model: Some(agent::RequestedModel { model_id: "oa-model".into(), ..Default::default() }),
             mcp_tools: Some(agent::McpTools { mcp_tools: turn.mcp_tools.clone() }),
             conversation_id: Some(turn.conversation_id.clone()),
@@ -425,6 +551,7 @@ async fn drive(
     request_id: String,
     seq: Arc<AtomicU64>,
     policy: Policy,
+    (blobs, kv, live): (BlobStore, Kv, Live),
 ) -> Seen {
     let mut dec = EnvelopeDecoder::new(true);
     let mut seen = Seen::default();
@@ -446,10 +573,49 @@ async fn drive(
             continue;
         }
         seen.msgs.push(m.clone());
+        live.lock().expect("live").push(m.clone());
         match m.message {
             Some(agent_server_message::Message::ExecServerControlMessage(agent::ExecServerControlMessage {
                 message: Some(exec_server_control_message::Message::Abort(a)),
             })) => seen.aborts.push(a.id),
+            Some(agent_server_message::Message::ConversationCheckpointUpdate(_)) => {
+                seen.kv_log.push(format!("checkpoint {}", seen.msgs.len() - 1));
+            }
+            Some(agent_server_message::Message::KvServerMessage(k)) => {
+                // Answered in line, in order, like the IDE's KV handler.
+                let answer = match k.message {
+                    Some(kv_server_message::Message::SetBlobArgs(a)) => {
+                        seen.kv_log.push(format!("set {}", hex::encode(&a.blob_id)));
+                        let id = a.blob_id.clone();
+                        blobs.lock().expect("blobs").insert(a.blob_id, a.blob_data);
+                        Some((
+                            kv_client_message::Message::SetBlobResult(agent::SetBlobResult { error: None }),
+                            Some(id),
+                        ))
+                    }
+                    Some(kv_server_message::Message::GetBlobArgs(a)) => {
+                        seen.kv_log.push(format!("get {}", hex::encode(&a.blob_id)));
+                        let data = blobs.lock().expect("blobs").get(&a.blob_id).cloned();
+                        Some((
+                            kv_client_message::Message::GetBlobResult(agent::GetBlobResult { blob_data: data }),
+                            None,
+                        ))
+                    }
+                    None => None,
+                };
+                if let (Some((reply, acked)), Kv::Answer) = (answer, kv) {
+                    let seqno = seq.fetch_add(1, Ordering::SeqCst);
+                    let msg = agent_client_message::Message::KvClientMessage(agent::KvClientMessage {
+                        id: k.id,
+                        message: Some(reply),
+                    });
+                    conn.append(&request_id, seqno, &agent::AgentClientMessage { message: Some(msg) }.encode_to_vec())
+                        .await;
+                    if let Some(id) = acked {
+                        seen.kv_log.push(format!("acked {}", hex::encode(id)));
+                    }
+                }
+            }
             Some(agent_server_message::Message::ExecServerMessage(x)) => {
                 // Like the IDE, execs are handled concurrently.
                 let (conn, ws, id, seq, act) = (conn.clone(), ws.clone(), request_id.clone(), seq.clone(), policy(&x));

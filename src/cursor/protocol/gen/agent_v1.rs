@@ -176,11 +176,69 @@ pub struct ExecAbort {
     #[prost(uint32, tag = "1")]
     pub id: u32,
 }
-/// KV blobs and interaction queries are filled in by a later part (§4.9, §4.10).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
-pub struct KvClientMessage {}
-#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
-pub struct KvServerMessage {}
+/// KV channel (§4.9): the blob store on the client. Blob ids are the SHA-256 of the blob (32 bytes).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct KvServerMessage {
+    #[prost(uint32, tag = "1")]
+    pub id: u32,
+    #[prost(oneof = "kv_server_message::Message", tags = "2, 3")]
+    pub message: ::core::option::Option<kv_server_message::Message>,
+}
+/// Nested message and enum types in `KvServerMessage`.
+pub mod kv_server_message {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Message {
+        #[prost(message, tag = "2")]
+        GetBlobArgs(super::GetBlobArgs),
+        #[prost(message, tag = "3")]
+        SetBlobArgs(super::SetBlobArgs),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetBlobArgs {
+    #[prost(bytes = "vec", tag = "1")]
+    pub blob_id: ::prost::alloc::vec::Vec<u8>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SetBlobArgs {
+    #[prost(bytes = "vec", tag = "1")]
+    pub blob_id: ::prost::alloc::vec::Vec<u8>,
+    #[prost(bytes = "vec", tag = "2")]
+    pub blob_data: ::prost::alloc::vec::Vec<u8>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct KvClientMessage {
+    #[prost(uint32, tag = "1")]
+    pub id: u32,
+    #[prost(oneof = "kv_client_message::Message", tags = "2, 3")]
+    pub message: ::core::option::Option<kv_client_message::Message>,
+}
+/// Nested message and enum types in `KvClientMessage`.
+pub mod kv_client_message {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Message {
+        #[prost(message, tag = "2")]
+        GetBlobResult(super::GetBlobResult),
+        #[prost(message, tag = "3")]
+        SetBlobResult(super::SetBlobResult),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetBlobResult {
+    #[prost(bytes = "vec", optional, tag = "1")]
+    pub blob_data: ::core::option::Option<::prost::alloc::vec::Vec<u8>>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SetBlobResult {
+    #[prost(message, optional, tag = "1")]
+    pub error: ::core::option::Option<KvError>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct KvError {
+    #[prost(string, tag = "1")]
+    pub message: ::prost::alloc::string::String,
+}
+/// Interaction queries are filled in by a later part (§4.10).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct InteractionQuery {
     #[prost(uint32, tag = "1")]
@@ -1540,7 +1598,68 @@ pub struct ConversationTokenDetails {
     #[prost(uint32, tag = "2")]
     pub max_tokens: u32,
 }
+/// Blob payloads the checkpoint references (§4.11).
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ConversationTurnStructure {
+    #[prost(oneof = "conversation_turn_structure::Turn", tags = "1")]
+    pub turn: ::core::option::Option<conversation_turn_structure::Turn>,
+}
+/// Nested message and enum types in `ConversationTurnStructure`.
+pub mod conversation_turn_structure {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Turn {
+        #[prost(message, tag = "1")]
+        AgentConversationTurn(super::AgentConversationTurnStructure),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AgentConversationTurnStructure {
+    /// Blob id of a serialized UserMessage.
+    #[prost(bytes = "vec", tag = "1")]
+    pub user_message: ::prost::alloc::vec::Vec<u8>,
+    /// Blob ids of serialized ConversationSteps.
+    #[prost(bytes = "vec", repeated, tag = "2")]
+    pub steps: ::prost::alloc::vec::Vec<::prost::alloc::vec::Vec<u8>>,
+    #[prost(string, optional, tag = "3")]
+    pub request_id: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ConversationStep {
+    #[prost(oneof = "conversation_step::Message", tags = "1, 2, 3")]
+    pub message: ::core::option::Option<conversation_step::Message>,
+}
+/// Nested message and enum types in `ConversationStep`.
+pub mod conversation_step {
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
+    pub enum Message {
+        #[prost(message, tag = "1")]
+        AssistantMessage(super::AssistantMessage),
+        #[prost(message, tag = "2")]
+        ToolCall(super::ToolCall),
+        #[prost(message, tag = "3")]
+        ThinkingMessage(super::ThinkingMessage),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AssistantMessage {
+    #[prost(string, tag = "1")]
+    pub text: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ThinkingMessage {
+    #[prost(string, tag = "1")]
+    pub text: ::prost::alloc::string::String,
+    #[prost(uint32, tag = "2")]
+    pub duration_ms: u32,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct StepTiming {
+    #[prost(uint64, tag = "1")]
+    pub duration_ms: u64,
+    #[prost(uint64, tag = "2")]
+    pub timestamp_ms: u64,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ConversationStateStructure {
     #[prost(bytes = "vec", repeated, tag = "1")]
     pub root_prompt_messages_json: ::prost::alloc::vec::Vec<::prost::alloc::vec::Vec<u8>>,
@@ -1560,6 +1679,10 @@ pub struct ConversationStateStructure {
     pub previous_workspace_uris: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
     #[prost(enumeration = "AgentMode", optional, tag = "10")]
     pub mode: ::core::option::Option<i32>,
+    #[prost(map = "string, bytes", tag = "12")]
+    pub file_states: ::std::collections::HashMap<::prost::alloc::string::String, ::prost::alloc::vec::Vec<u8>>,
+    #[prost(message, repeated, tag = "14")]
+    pub turn_timings: ::prost::alloc::vec::Vec<StepTiming>,
     #[prost(string, repeated, tag = "18")]
     pub read_paths: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
     #[prost(string, optional, tag = "19")]
