@@ -19,7 +19,9 @@ use http_body_util::{BodyExt as _, Full};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
-use keyhaven::cursor::protocol::agent::{self, agent_client_message, agent_server_message, interaction_update};
+use keyhaven::cursor::protocol::agent::{
+    self, agent_client_message, agent_server_message, interaction_update, kv_client_message, kv_server_message,
+};
 use keyhaven::cursor::protocol::aiserver;
 use keyhaven::cursor::protocol::connect::{self, Envelope, EnvelopeDecoder};
 use prost::Message as _;
@@ -83,6 +85,8 @@ fn run_request(text: &str) -> Vec<u8> {
 /// What a RunSSE frame is, as far as the measurement cares.
 enum Seen {
     TextDelta,
+    /// A KV `set_blob_args` request (checkpoint blobs) the client acknowledges, like the IDE.
+    SetBlob(u32),
     Other,
     End,
 }
@@ -93,6 +97,13 @@ async fn next_frame(body: &mut Incoming, dec: &mut EnvelopeDecoder) -> anyhow::R
         match dec.try_next()? {
             Some(Envelope::Message(m)) => {
                 let msg: agent::AgentServerMessage = connect::decode_message(&m)?;
+                if let Some(agent_server_message::Message::KvServerMessage(agent::KvServerMessage {
+                    id,
+                    message: Some(kv_server_message::Message::SetBlobArgs(_)),
+                })) = &msg.message
+                {
+                    return Ok(Seen::SetBlob(*id));
+                }
                 let is_text = matches!(
                     msg.message,
                     Some(agent_server_message::Message::InteractionUpdate(agent::InteractionUpdate {
@@ -139,7 +150,7 @@ async fn turn(proxy_addr: SocketAddr, tls: &tokio_rustls::TlsConnector, id: &str
         loop {
             match next_frame(&mut body, &mut dec).await? {
                 Seen::TextDelta => return anyhow::Ok(t0.elapsed()),
-                Seen::Other => {}
+                Seen::Other | Seen::SetBlob(_) => {}
                 Seen::End => anyhow::bail!("the turn ended without a text_delta"),
             }
         }
@@ -147,8 +158,33 @@ async fn turn(proxy_addr: SocketAddr, tls: &tokio_rustls::TlsConnector, id: &str
     let (answer, first) = tokio::join!(sent, first);
     let first = first?;
     anyhow::ensure!(answer?.status() == http::StatusCode::OK, "BidiAppend refused");
-    // Read the turn to its end, so the next one starts on a quiet engine.
-    while !matches!(next_frame(&mut body, &mut dec).await?, Seen::End) {}
+    // Read the turn to its end, so the next one starts on a quiet engine; the checkpoint's blob
+    // writes are acknowledged as the IDE does (the turn ends after its checkpoint).
+    let mut seqno = 1;
+    loop {
+        match next_frame(&mut body, &mut dec).await? {
+            Seen::End => break,
+            Seen::SetBlob(kv) => {
+                let ack = agent::AgentClientMessage {
+                    message: Some(agent_client_message::Message::KvClientMessage(agent::KvClientMessage {
+                        id: kv,
+                        message: Some(kv_client_message::Message::SetBlobResult(agent::SetBlobResult { error: None })),
+                    })),
+                };
+                appends.ready().await?;
+                let answer = appends
+                    .send_request(post(
+                        "/aiserver.v1.BidiService/BidiAppend",
+                        "application/proto",
+                        connect::encode_append(id, seqno, &ack.encode_to_vec()),
+                    )?)
+                    .await?;
+                anyhow::ensure!(answer.status() == http::StatusCode::OK, "BidiAppend (KV ack) refused");
+                seqno += 1;
+            }
+            Seen::TextDelta | Seen::Other => {}
+        }
+    }
     Ok(first)
 }
 
