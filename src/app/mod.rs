@@ -3,6 +3,8 @@
 //! [`EngineHandle`] is the cheap handle for queries.
 
 mod clients;
+pub mod host;
+pub mod supervisor;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -9,7 +9,7 @@ mod file;
 pub use file::{
     FileConfig, GroupConfig, KeyRef, LINGMA_DEFAULT_TIMEOUT, LingmaOptions, LingmaTransport, ModelCapabilities,
     ModelConfig, ModelTimeouts, PriceOverride, ProviderConfig, ProviderKind, ProxyConfig, RetryConfig, RoutingConfig,
-    RoutingMode, ServerConfig, SessionMode, Synchronous, TimeoutConfig, ToolsMode, load_str,
+    RoutingMode, ServerConfig, SessionMode, SetupConfig, Synchronous, TimeoutConfig, ToolsMode, load_str,
 };
 
 use std::collections::HashMap;
