@@ -16,4 +16,5 @@ mod proxy;
 mod responses;
 mod routing;
 mod setup;
+mod supervisor;
 mod transcripts;

@@ -192,8 +192,13 @@ impl LocalControl {
             Ok(b) => b,
             Err(e) => return reply(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("reading the answer: {e}")),
         };
-        let body = if bytes.is_empty() {
+        let body = if bytes.is_empty() && status.is_success() {
             serde_json::Value::Null
+        } else if bytes.is_empty() {
+            // The router's own 404 and 405 have no body; every error answer is `{kind, message}`.
+            let kind = if status == StatusCode::NOT_FOUND { "not_found" } else { "invalid" };
+            serde_json::to_value(dto::ErrorBody { kind: kind.to_owned(), message: format!("no route for {path}") })
+                .unwrap_or_default()
         } else {
             match serde_json::from_slice(&bytes) {
                 Ok(v) => v,
