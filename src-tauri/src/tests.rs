@@ -65,9 +65,8 @@ fn control_command_round_trips_app_and_engine_routes() {
         .expect("mock app");
     let sup = supervisor(dir.path());
     app.manage(sup.clone());
-    let webview = tauri::WebviewWindowBuilder::new(&app, crate::MAIN_WINDOW, Default::default())
-        .build()
-        .expect("mock webview");
+    let webview =
+        tauri::WebviewWindowBuilder::new(&app, crate::MAIN_WINDOW, Default::default()).build().expect("mock webview");
 
     let r = call(&webview, "GET", "/api/app", Value::Null);
     assert_eq!((r.status, r.body["state"].clone()), (200, json!("stopped")));

@@ -205,11 +205,8 @@ async fn stop_cancels_and_records_an_in_flight_call() {
     let report = f.supervisor.stop().await;
     assert!(report.drained, "the call was cancelled within the grace period");
     let _ = resp.text().await;
-    let rows = handle
-        .store
-        .recent_calls(keyhaven::store::CallFilter { limit: 10, ..Default::default() })
-        .await
-        .expect("rows");
+    let rows =
+        handle.store.recent_calls(keyhaven::store::CallFilter { limit: 10, ..Default::default() }).await.expect("rows");
     assert_eq!(rows.len(), 1);
     assert_ne!(rows[0].status, keyhaven::model::CallStatus::InFlight, "the row is final: {:?}", rows[0].status);
 }
@@ -293,7 +290,11 @@ async fn in_process_control_answers_like_the_http_api() {
             let http_body: Value = serde_json::from_str(&text).expect("json");
             assert_eq!(local.body, http_body, "{method} {path}");
         } else {
-            assert!(local.body["kind"].is_string() && local.body["message"].is_string(), "{method} {path}: {}", local.body);
+            assert!(
+                local.body["kind"].is_string() && local.body["message"].is_string(),
+                "{method} {path}: {}",
+                local.body
+            );
         }
     }
     // The HTTP side still wants its token; the in-process side has none to give.
