@@ -91,6 +91,15 @@ def alive(pid):
         return False
 
 
+def visible_windows():
+    """How many mapped windows are named Keyhaven (xdotool), or None without xdotool."""
+    try:
+        r = subprocess.run(["xdotool", "search", "--onlyvisible", "--name", "^Keyhaven$"], capture_output=True, text=True, timeout=10)
+    except FileNotFoundError:
+        return None
+    return len(r.stdout.split())
+
+
 def enabled(svc, label):
     return layout(svc)[label][1].get("enabled", True)
 
@@ -116,6 +125,10 @@ def main():
         status, body = http_json("GET", f"{url}/api/status", token=token)
         c.check("the engine named in the tray answers", status == 200 and body["gatewayUrl"] == url, repr(body)[:200])
         c.check("Start is disabled and Stop enabled while running", not enabled(svc, "Start") and enabled(svc, "Stop"))
+        if visible_windows() is not None or os.environ.get("KEYHAVEN_REQUIRE_TOOLS") == "1":
+            c.check("--hidden starts in the tray without a window", visible_windows() == 0, repr(visible_windows()))
+            click(svc, "Open dashboard")
+            c.check("Open dashboard shows the window", wait_for(lambda: visible_windows() == 1, timeout=15), repr(visible_windows()))
 
         # Stop / Start.
         click(svc, "Stop")

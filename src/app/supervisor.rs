@@ -270,10 +270,11 @@ impl Supervisor {
         match local {
             Some(local) => local.call(method, path, body).await,
             None => {
-                let status = self.status();
-                let message = match status.error {
-                    Some(e) => format!("Keyhaven is not running: {e}"),
-                    None => "Keyhaven is stopped; start it to use this".to_owned(),
+                let status = self.inner.status.borrow().clone();
+                let message = match (status.state, status.error) {
+                    (_, Some(e)) => format!("Keyhaven is not running: {e}"),
+                    (dto::EngineState::Starting, None) => "Keyhaven is starting; try again in a moment".to_owned(),
+                    _ => "Keyhaven is stopped; start it to use this".to_owned(),
                 };
                 error_reply(503, "unavailable", message)
             }
