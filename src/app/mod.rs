@@ -6,6 +6,9 @@ mod clients;
 pub mod host;
 pub mod supervisor;
 
+#[cfg(test)]
+mod tests;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
