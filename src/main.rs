@@ -9,15 +9,16 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
-use keyhaven::app::{Engine, EngineExtras};
-use keyhaven::config::{self, EngineConfig, FileConfig};
+use keyhaven::app::host::{self, Host, Paths};
+use keyhaven::app::supervisor::{Supervisor, SupervisorOptions};
+use keyhaven::config::{self, FileConfig};
 use keyhaven::control::logs::LogRing;
 use keyhaven::control::token::ControlToken;
 use keyhaven::pricing::PriceTable;
 use keyhaven::provider::Catalog;
 use keyhaven::proxy::InterceptList;
 use keyhaven::proxy::ca::{self, CaOrigin, CaPaths, LocalCa};
-use keyhaven::proxy::trust::{self, RootRef, StoreReport, SystemRunner, TrustEnv, TrustOs};
+use keyhaven::proxy::trust::{self, RootRef, StoreReport, TrustEnv};
 use keyhaven::secrets::{Keyring, OsKeyring, Secrets};
 use keyhaven::setup::{self, Client, ClientTokens, SetupEnv, SetupOptions};
 use keyhaven::store::{CallFilter, Store, StoreOptions};
@@ -137,43 +138,22 @@ enum KeyAction {
     Rm { name: String },
 }
 
-struct Paths {
-    config: PathBuf,
-    data: PathBuf,
-    database: PathBuf,
-    ca_dir: PathBuf,
-}
-
-fn paths(cli: &Cli) -> anyhow::Result<Paths> {
+/// The machine as this binary finds it: the only place (with the tray app's `main`) that asks
+/// the environment and the platform's directories.
+fn host() -> Host {
     let dirs = directories::ProjectDirs::from("dev", "keyhaven", "keyhaven");
-    let config = match (&cli.config, &dirs) {
-        (Some(p), _) => p.clone(),
-        (None, Some(d)) => d.config_dir().join("config.toml"),
-        (None, None) => bail!("cannot find a home directory; pass --config and --data-dir"),
-    };
-    let data = match (&cli.data_dir, &dirs) {
-        (Some(p), _) => p.clone(),
-        (None, Some(d)) => d.data_dir().to_path_buf(),
-        (None, None) => bail!("cannot find a home directory; pass --data-dir"),
-    };
-    Ok(Paths { config, database: data.join("keyhaven.db"), ca_dir: data.join("ca"), data })
+    Host {
+        home: directories::BaseDirs::new().map(|b| b.home_dir().to_path_buf()),
+        config_dir: dirs.as_ref().map(|d| d.config_dir().to_path_buf()),
+        data_dir: dirs.as_ref().map(|d| d.data_dir().to_path_buf()),
+        appdata: std::env::var_os("APPDATA").map(PathBuf::from),
+        temp_dir: std::env::temp_dir(),
+        cwd: std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir()),
+    }
 }
 
-/// Loads the config; on first run writes the commented template and says what to do next.
 fn load_config(path: &Path, out: &mut impl Write) -> anyhow::Result<FileConfig> {
-    if !path.exists() {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        }
-        std::fs::write(path, config::TEMPLATE).with_context(|| format!("writing {}", path.display()))?;
-        writeln!(
-            out,
-            "No configuration yet: wrote an example to {}.\nAdd a provider and a model there, store its key with `keyhaven key set NAME`, and restart.",
-            path.display()
-        )?;
-    }
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(config::load_str(&path.display().to_string(), &text)?)
+    Ok(host::load_config(path, out)?)
 }
 
 fn main() -> anyhow::Result<()> {
@@ -192,31 +172,15 @@ fn main() -> anyhow::Result<()> {
             .with(logs.layer())
             .init();
     }
-    let paths = paths(&cli)?;
+    let host = host();
+    let paths = host.paths(cli.config.clone(), cli.data_dir.clone())?;
     let mut out = std::io::stdout().lock();
     match cli.command.unwrap_or(Command::Serve { listen: None }) {
         Command::Serve { listen } => {
-            let mut file = load_config(&paths.config, &mut out)?;
+            let (mut config, extras) = host.serve_config(&paths, Some(logs), &mut out)?;
             drop(out);
-            fill_lingma_defaults(&mut file);
-            let extras = EngineExtras {
-                trust: trust_env().ok(),
-                setup: setup_env(&paths, Some(&file), &format!("http://{}", file.proxy.listen)).ok(),
-                logs: Some(logs),
-            };
-            serve(
-                EngineConfig {
-                    config_path: Some(paths.config),
-                    database_path: paths.database,
-                    file,
-                    listen,
-                    ca_dir: paths.ca_dir,
-                    proxy_listen: None,
-                    upstream_overrides: config::UpstreamOverrides::default(),
-                },
-                extras,
-                paths.data,
-            )
+            config.listen = listen;
+            serve(config, extras, paths.data)
         }
         Command::Dashboard => dashboard(&paths, &mut out),
         Command::Models => {
@@ -247,23 +211,8 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
-/// The machine-specific defaults of `lingma` providers: the assistant's cache file
-/// (`~/.config/Lingma/SharedClientCache/.info.json`; under `%APPDATA%` on Windows), the system temp
-/// directory for images and the current directory as the sessions' working directory.
-fn fill_lingma_defaults(file: &mut FileConfig) {
-    let config_base = std::env::var_os("APPDATA")
-        .filter(|_| cfg!(windows))
-        .map(PathBuf::from)
-        .or_else(|| directories::BaseDirs::new().map(|b| b.home_dir().join(".config")))
-        .unwrap_or_default();
-    let info = config_base.join("Lingma").join("SharedClientCache").join(".info.json");
-    let cwd = std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir());
-    file.fill_lingma_defaults(&info, &std::env::temp_dir(), &cwd);
-}
-
 fn trust_env() -> anyhow::Result<TrustEnv> {
-    let home = directories::BaseDirs::new().context("cannot find your home directory")?.home_dir().to_path_buf();
-    Ok(TrustEnv { os: TrustOs::current(), root: PathBuf::from("/"), home, runner: Arc::new(SystemRunner) })
+    host().trust_env().context("cannot find your home directory")
 }
 
 fn root_ref(ca: &LocalCa, paths: &Paths) -> RootRef {
@@ -392,42 +341,40 @@ fn dashboard(paths: &Paths, out: &mut impl Write) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn serve(config: EngineConfig, extras: EngineExtras, data_dir: PathBuf) -> anyhow::Result<()> {
+fn serve(
+    config: keyhaven::config::EngineConfig,
+    extras: keyhaven::app::EngineExtras,
+    data_dir: PathBuf,
+) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
         let env = Arc::new(|name: &str| std::env::var(name).ok());
         let secrets = Secrets::new(Arc::new(OsKeyring), env);
         let models = config.file.models.len();
         let ui = config.file.server.ui_dir.as_ref().is_some_and(|d| d.is_dir());
-        let engine = Engine::start_with(config, secrets, extras).await?;
-        let addr = engine.local_addr();
+        // The same supervisor as the tray app: a stop drains, and restores routed clients when
+        // `[setup] restore_on_stop` is on.
+        let supervisor = Supervisor::new(SupervisorOptions {
+            config: Arc::new(move || Ok(config.clone())),
+            secrets,
+            extras,
+            grace: Duration::from_secs(10),
+            autostart: None,
+        });
+        let handle = supervisor.start().await?;
         // A closed stdout (a supervisor that stopped reading) must not stop the gateway.
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "Keyhaven is listening on http://{addr} ({models} models).");
-        let _ = writeln!(out, "  OpenAI:    OPENAI_BASE_URL=http://{addr}/v1");
-        let _ = writeln!(out, "  Anthropic: ANTHROPIC_BASE_URL=http://{addr}");
-        if let Some(proxy) = &engine.handle().proxy {
-            let _ = writeln!(
-                out,
-                "  Cursor:    HTTPS proxy http://{} (mode {}; trust the CA with `keyhaven ca install`)",
-                proxy.addr,
-                proxy.mode.get().as_str()
-            );
-        }
-        if ui {
-            let _ = writeln!(out, "  Dashboard: http://{addr}/");
-        }
-        let _ = writeln!(
-            out,
-            "  Control:   http://{addr}/api/ (token: `keyhaven dashboard`, in {})",
-            ControlToken::path(&data_dir).display()
-        );
+        let _ = write!(out, "{}", host::banner(&handle, models, ui, &data_dir, None));
         let _ = out.flush();
         drop(out);
         shutdown_signal().await;
         tracing::info!("shutting down");
-        if !engine.shutdown(Duration::from_secs(10)).await {
-            tracing::warn!("some calls did not finish within 10 s");
+        let report = supervisor.shutdown().await;
+        for client in &report.restored {
+            tracing::info!(%client, "client config restored");
+        }
+        for note in &report.notes {
+            tracing::warn!("{note}");
         }
         Ok(())
     })
@@ -561,29 +508,7 @@ fn calls(db: &Path, limit: u32, out: &mut impl Write) -> anyhow::Result<()> {
 
 /// The user's home, platform and Keyhaven's endpoints, from the real environment.
 fn setup_env(paths: &Paths, file: Option<&FileConfig>, proxy_url: &str) -> anyhow::Result<SetupEnv> {
-    let base = directories::BaseDirs::new().context("cannot find your home directory")?;
-    let platform = if cfg!(windows) {
-        setup::Platform::Windows
-    } else if cfg!(target_os = "macos") {
-        setup::Platform::MacOs
-    } else {
-        setup::Platform::Linux
-    };
-    let appdata = std::env::var_os("APPDATA")
-        .map(PathBuf::from)
-        .or_else(|| cfg!(windows).then(|| base.config_dir().to_path_buf()));
-    let mut listen = file.map_or_else(|| config::ServerConfig::default().listen, |f| f.server.listen);
-    if listen.ip().is_unspecified() {
-        listen.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
-    }
-    Ok(SetupEnv {
-        home: base.home_dir().to_path_buf(),
-        platform,
-        appdata,
-        data_dir: paths.data.clone(),
-        gateway_url: format!("http://{listen}"),
-        proxy_url: proxy_url.to_owned(),
-    })
+    host().setup_env(paths, file, proxy_url).context("cannot find your home directory")
 }
 
 fn setup_command(paths: &Paths, target: SetupTarget, out: &mut impl Write) -> anyhow::Result<()> {

@@ -3,6 +3,11 @@
 //! [`EngineHandle`] is the cheap handle for queries.
 
 mod clients;
+pub mod host;
+pub mod supervisor;
+
+#[cfg(test)]
+mod tests;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

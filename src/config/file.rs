@@ -33,6 +33,17 @@ pub struct FileConfig {
     pub agent: AgentConfig,
     #[serde(default)]
     pub cursor: CursorConfig,
+    #[serde(default)]
+    pub setup: SetupConfig,
+}
+
+/// `[setup]`: how Keyhaven treats the clients it routed (`keyhaven setup`, the Clients page).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SetupConfig {
+    /// When Keyhaven stops (tray Stop or Quit, or a signal to `keyhaven serve`), put every routed
+    /// client's config back, so no client is left pointing at a port nobody listens on.
+    pub restore_on_stop: bool,
 }
 
 impl FileConfig {

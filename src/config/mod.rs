@@ -9,8 +9,8 @@ mod file;
 pub use file::{
     AgentConfig, CursorConfig, CursorHttp2, CursorRoute, FileConfig, GroupConfig, KeyRef, LINGMA_DEFAULT_TIMEOUT,
     LingmaOptions, LingmaTransport, ModelCapabilities, ModelConfig, ModelTimeouts, PriceOverride, ProviderConfig,
-    ProviderKind, ProxyConfig, RetryConfig, RoutingConfig, RoutingMode, ServerConfig, SessionMode, Synchronous,
-    TimeoutConfig, ToolsMode, load_str,
+    ProviderKind, ProxyConfig, RetryConfig, RoutingConfig, RoutingMode, ServerConfig, SessionMode, SetupConfig,
+    Synchronous, TimeoutConfig, ToolsMode, load_str,
 };
 
 use std::collections::HashMap;

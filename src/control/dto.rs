@@ -676,6 +676,8 @@ pub struct Settings {
     pub retention_days: u32,
     /// The web UI directory served at `/` (restart).
     pub ui_dir: Option<String>,
+    /// Put every routed client back when Keyhaven stops (live; `[setup] restore_on_stop`).
+    pub restore_on_stop: bool,
 }
 
 /// Fields to change; `null` leaves a field as it is.
@@ -690,6 +692,7 @@ pub struct SettingsInput {
     pub body_capture_limit: Option<u64>,
     pub retention_days: Option<u32>,
     pub ui_dir: Option<String>,
+    pub restore_on_stop: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -699,4 +702,65 @@ pub struct SettingsApplied {
     pub settings: Settings,
     /// The changed settings that take effect only after Keyhaven restarts (camelCase names).
     pub restart_required: Vec<String>,
+}
+
+/// The engine's lifecycle state, as the tray app's supervisor sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub enum EngineState {
+    Starting,
+    Running,
+    Stopping,
+    Stopped,
+    /// The last start failed (the reason is in `AppStatus::error`).
+    Error,
+}
+
+/// The tray app's view of the engine (`GET /api/app`, only through the app's own window).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct AppStatus {
+    pub state: EngineState,
+    /// Why the last start failed.
+    pub error: Option<String>,
+    /// The gateway's base URL while running, e.g. `http://127.0.0.1:4937`.
+    pub gateway_url: Option<String>,
+    /// Whether the app starts when the user logs in; `null` where the host cannot tell.
+    pub start_on_login: Option<bool>,
+    /// What the last stop did: clients restored, failures, tasks that outlived the grace period.
+    pub last_stop: Option<StopReport>,
+}
+
+/// What a stop did.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct StopReport {
+    /// Every call and task finished within the grace period.
+    pub drained: bool,
+    /// Display names of the clients whose config was put back.
+    pub restored: Vec<String>,
+    /// Clients that could not be put back, with the reason.
+    pub notes: Vec<String>,
+}
+
+/// `PUT /api/app`: app settings that live outside the config file.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct AppInput {
+    pub start_on_login: Option<bool>,
+}
+
+/// One control call answered in-process (the Tauri IPC transport): the HTTP status the same
+/// call would get from `/api/` and its JSON body (`null` for 204).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct IpcReply {
+    pub status: u16,
+    #[cfg_attr(test, ts(type = "unknown"))]
+    pub body: serde_json::Value,
 }

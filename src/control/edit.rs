@@ -335,6 +335,7 @@ impl ControlService {
             body_capture_limit: u64::try_from(f.server.body_capture_limit).unwrap_or(u64::MAX),
             retention_days: self.retention_days(),
             ui_dir: f.server.ui_dir.as_ref().map(|p| p.display().to_string()),
+            restore_on_stop: f.setup.restore_on_stop,
         })
     }
 
@@ -375,6 +376,9 @@ impl ControlService {
                         set(server, "ui_dir", Value::from(dir.as_str()));
                     }
                 }
+            }
+            if let Some(b) = i.restore_on_stop {
+                set(table_mut(doc, "setup")?, "restore_on_stop", Value::from(b));
             }
             if proxy_listen.is_some() || i.proxy_enabled.is_some() {
                 let proxy = table_mut(doc, "proxy")?;

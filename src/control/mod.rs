@@ -1,5 +1,6 @@
-//! The management service the UI uses: one API for the Tauri commands (later) and the headless
-//! HTTP control API (`api::control`). Every argument and answer is a POD type from [`dto`].
+//! The management service the UI uses: one API for the tray app's window (in-process, through
+//! `api::control::LocalControl`) and the headless HTTP control API (`api::control`). Every
+//! argument and answer is a POD type from [`dto`].
 //!
 //! [`ControlService`] is a cheap `Clone` built by `app` from the engine's parts. It covers:
 //! engine status; providers and models (list, create, edit, delete); connection tests; provider

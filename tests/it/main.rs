@@ -20,6 +20,7 @@ mod proxy;
 mod responses;
 mod routing;
 mod setup;
+mod supervisor;
 mod tool_faults;
 mod tool_round;
 mod transcripts;

@@ -7,7 +7,8 @@ import { CaTrust } from "./pages/ca";
 import { SettingsPage } from "./pages/settings";
 import { Logs } from "./pages/logs";
 import { Clients } from "./pages/clients";
-import { tokenFromDocument } from "./ipc";
+import { api, inApp, tokenFromDocument, type AppStatus } from "./ipc";
+import { ErrorNotice, useAction } from "./ui";
 
 export const ROUTES = [
   { path: "overview", label: "Overview", view: Overview },
@@ -35,11 +36,58 @@ export function useHash(): string[] {
   return parts;
 }
 
+/**
+ * The app window only: the engine's state with Start / Stop. While the engine is stopped every
+ * page's calls answer `unavailable`; starting it remounts the page (`onChange`).
+ */
+function EngineBar({ onChange }: { onChange: () => void }) {
+  const [status, setStatus] = useState<AppStatus>();
+  const act = useAction();
+  useEffect(() => {
+    let live = true;
+    const poll = () => api().app().then((s) => live && setStatus(s), () => undefined);
+    poll();
+    const t = setInterval(poll, 3000);
+    return () => {
+      live = false;
+      clearInterval(t);
+    };
+  }, []);
+  if (!status) return null;
+  const run = async (f: () => Promise<AppStatus>) => {
+    const s = await act.run(f);
+    if (s) {
+      setStatus(s);
+      onChange();
+    }
+  };
+  const running = status.state === "running";
+  return (
+    <div class={`notice ${running ? "ok" : status.state === "error" ? "error" : "warn"} engine-bar`} role="status" data-state={status.state}>
+      {running && <>Keyhaven is running on <code>{status.gatewayUrl}</code>. </>}
+      {status.state === "stopped" && <>Keyhaven is stopped: clients cannot reach it and these pages cannot load. </>}
+      {status.state === "error" && <>Keyhaven did not start: {status.error} </>}
+      {(status.state === "starting" || status.state === "stopping") && <>Keyhaven is {status.state}… </>}
+      {status.state === "stopped" && status.lastStop && status.lastStop.restored.length > 0 && (
+        <>Restored: {status.lastStop.restored.join(", ")}. </>
+      )}
+      {running ? (
+        <button type="button" disabled={act.busy} onClick={() => run(() => api().stop())}>Stop</button>
+      ) : (
+        <button type="button" class="primary" disabled={act.busy} onClick={() => run(() => api().start())}>Start</button>
+      )}
+      {act.error && <ErrorNotice error={act.error} />}
+    </div>
+  );
+}
+
 export function App() {
   const [page = "overview", ...rest] = useHash();
   const route = ROUTES.find((r) => r.path === page) ?? ROUTES[0];
   const View = route.view;
-  const noToken = !tokenFromDocument();
+  const app = inApp();
+  const noToken = !app && !tokenFromDocument();
+  const [generation, setGeneration] = useState(0);
   const first = useRef(true);
   useEffect(() => {
     document.title = `${route.label} · Keyhaven`;
@@ -72,8 +120,9 @@ export function App() {
             <code> [server] ui_dir</code> set, so the engine can inject it.
           </div>
         )}
+        {app && <EngineBar onChange={() => setGeneration((g) => g + 1)} />}
         <h1>{route.label}</h1>
-        <View args={rest} />
+        <View key={generation} args={rest} />
       </main>
     </div>
   );

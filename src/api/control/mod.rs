@@ -114,6 +114,11 @@ fn ok<T>(r: Result<T, ControlError>) -> Res<T> {
 /// The `/api/…` routes, guarded. Merged into the gateway router by `api::router`.
 pub fn router<S: Clone + Send + Sync + 'static>(api: ControlApi, guard: Arc<crate::api::GuardConfig>) -> Router<S> {
     let check = guard::ControlGuard::new(&guard, api.token.clone());
+    routes().layer(axum::middleware::from_fn_with_state(Arc::new(check), guard::check)).with_state(api.service)
+}
+
+/// The one route table, shared by the HTTP API and [`LocalControl`].
+fn routes() -> Router<ControlService> {
     Router::new()
         .route("/api/status", get(status))
         .route("/api/providers", get(providers).post(create_provider))
@@ -144,8 +149,85 @@ pub fn router<S: Clone + Send + Sync + 'static>(api: ControlApi, guard: Arc<crat
         .route("/api/clients/env/undo", post(undo_env))
         .route("/api/logs", get(logs))
         .route("/api/settings", get(settings).put(set_settings))
-        .layer(axum::middleware::from_fn_with_state(Arc::new(check), guard::check))
-        .with_state(api.service)
+}
+
+/// The largest answer [`LocalControl::call`] reads back.
+const LOCAL_REPLY_LIMIT: usize = 64 * 1024 * 1024;
+
+/// The control routes without the HTTP guard, for a caller inside the process: the tray app's
+/// IPC, which only the app's own window can reach (so there is no Host, Origin or token to
+/// check). Same route table, handlers, status codes and JSON bodies as `/api/`.
+#[derive(Clone)]
+pub struct LocalControl {
+    router: Router,
+}
+
+impl std::fmt::Debug for LocalControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalControl").finish_non_exhaustive()
+    }
+}
+
+impl LocalControl {
+    pub fn new(service: ControlService) -> LocalControl {
+        LocalControl { router: routes().with_state(service) }
+    }
+
+    /// Serves one request: `path` is `/api/…` with an optional query string, `body` the JSON body.
+    pub async fn call(&self, method: &str, path: &str, body: Option<serde_json::Value>) -> dto::IpcReply {
+        use tower::ServiceExt;
+        let reply = |status: StatusCode, kind: &str, message: String| dto::IpcReply {
+            status: status.as_u16(),
+            body: serde_json::to_value(dto::ErrorBody { kind: kind.to_owned(), message }).unwrap_or_default(),
+        };
+        if !path.starts_with("/api/") {
+            return reply(StatusCode::NOT_FOUND, "not_found", format!("no route for {path}"));
+        }
+        let Ok(method) = axum::http::Method::from_bytes(method.as_bytes()) else {
+            return reply(StatusCode::METHOD_NOT_ALLOWED, "invalid", format!("bad method `{method}`"));
+        };
+        let bytes = match &body {
+            Some(v) => serde_json::to_vec(v).unwrap_or_default(),
+            None => Vec::new(),
+        };
+        let req = axum::http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header(axum::http::header::CONTENT_TYPE, "application/json")
+            .body(axum::body::Body::from(bytes));
+        let req = match req {
+            Ok(r) => r,
+            Err(e) => return reply(StatusCode::BAD_REQUEST, "invalid", format!("bad request: {e}")),
+        };
+        let Ok(resp) = self.router.clone().oneshot(req).await;
+        let status = resp.status();
+        let bytes = match axum::body::to_bytes(resp.into_body(), LOCAL_REPLY_LIMIT).await {
+            Ok(b) => b,
+            Err(e) => return reply(StatusCode::INTERNAL_SERVER_ERROR, "internal", format!("reading the answer: {e}")),
+        };
+        let body = if bytes.is_empty() && status.is_success() {
+            serde_json::Value::Null
+        } else if bytes.is_empty() {
+            // The router's own 404 and 405 have no body; every error answer is `{kind, message}`.
+            let kind = if status == StatusCode::NOT_FOUND { "not_found" } else { "invalid" };
+            serde_json::to_value(dto::ErrorBody { kind: kind.to_owned(), message: format!("no route for {path}") })
+                .unwrap_or_default()
+        } else {
+            match serde_json::from_slice(&bytes) {
+                Ok(v) => v,
+                // axum's own rejections (405, a bad path parameter) are plain text.
+                Err(_) => {
+                    let kind = if status.is_client_error() { "invalid" } else { "internal" };
+                    serde_json::to_value(dto::ErrorBody {
+                        kind: kind.to_owned(),
+                        message: String::from_utf8_lossy(&bytes).into_owned(),
+                    })
+                    .unwrap_or_default()
+                }
+            }
+        };
+        dto::IpcReply { status: status.as_u16(), body }
+    }
 }
 
 type Svc = State<ControlService>;

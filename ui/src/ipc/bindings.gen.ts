@@ -354,12 +354,54 @@ retentionDays: number,
 /**
  * The web UI directory served at `/` (restart).
  */
-uiDir: string | null, };
+uiDir: string | null, 
+/**
+ * Put every routed client back when Keyhaven stops (live; `[setup] restore_on_stop`).
+ */
+restoreOnStop: boolean, };
 
-export type SettingsInput = { listen: string | null, proxyListen: string | null, proxyEnabled: boolean | null, captureBodies: boolean | null, bodyCaptureLimit: number | null, retentionDays: number | null, uiDir: string | null, };
+export type SettingsInput = { listen: string | null, proxyListen: string | null, proxyEnabled: boolean | null, captureBodies: boolean | null, bodyCaptureLimit: number | null, retentionDays: number | null, uiDir: string | null, restoreOnStop: boolean | null, };
 
 export type SettingsApplied = { settings: Settings, 
 /**
  * The changed settings that take effect only after Keyhaven restarts (camelCase names).
  */
 restartRequired: Array<string>, };
+
+export type EngineState = "starting" | "running" | "stopping" | "stopped" | "error";
+
+export type AppStatus = { state: EngineState, 
+/**
+ * Why the last start failed.
+ */
+error: string | null, 
+/**
+ * The gateway's base URL while running, e.g. `http://127.0.0.1:4937`.
+ */
+gatewayUrl: string | null, 
+/**
+ * Whether the app starts when the user logs in; `null` where the host cannot tell.
+ */
+startOnLogin: boolean | null, 
+/**
+ * What the last stop did: clients restored, failures, tasks that outlived the grace period.
+ */
+lastStop: StopReport | null, };
+
+export type StopReport = { 
+/**
+ * Every call and task finished within the grace period.
+ */
+drained: boolean, 
+/**
+ * Display names of the clients whose config was put back.
+ */
+restored: Array<string>, 
+/**
+ * Clients that could not be put back, with the reason.
+ */
+notes: Array<string>, };
+
+export type AppInput = { startOnLogin: boolean | null, };
+
+export type IpcReply = { status: number, body: unknown, };

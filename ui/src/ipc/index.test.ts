@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from "vitest";
-import { EngineError, HttpTransport, createApi, queryString, tokenFromDocument } from "./index";
+import { EngineError, HttpTransport, TauriTransport, createApi, defaultTransport, queryString, tauriInvoke, tokenFromDocument } from "./index";
 
 function fakeFetch(status: number, body: string | undefined) {
   return vi.fn(async (_url: RequestInfo | URL, _init?: RequestInit) => new Response(body ?? null, { status, headers: { "Content-Type": "application/json" } }));
@@ -118,5 +118,63 @@ describe("tokenFromDocument", () => {
   it("ignores the unreplaced placeholder and a missing tag", () => {
     expect(tokenFromDocument(doc("%KEYHAVEN_TOKEN%"))).toBe("");
     expect(tokenFromDocument(doc(null))).toBe("");
+  });
+});
+
+describe("TauriTransport", () => {
+  const reply = (status: number, body: unknown) => vi.fn(async (_cmd: string, _args?: Record<string, unknown>) => ({ status, body }));
+
+  it("sends method, path and body to the one control command", async () => {
+    const invoke = reply(200, { mode: "hybrid", proxyRunning: true });
+    const r = await createApi(new TauriTransport(invoke)).setRouting({ mode: "hybrid" });
+    expect(r).toEqual({ mode: "hybrid", proxyRunning: true });
+    expect(invoke).toHaveBeenCalledWith("control", { method: "PUT", path: "/api/routing", body: { mode: "hybrid" } });
+  });
+
+  it("sends null for a missing body and keeps the query string", async () => {
+    const invoke = reply(200, { calls: [], offset: 0, limit: 5, hasMore: false });
+    await createApi(new TauriTransport(invoke)).calls({ limit: 5, offset: 0, model: null, provider: null, client: null, status: null, sinceMs: null });
+    expect(invoke).toHaveBeenCalledWith("control", { method: "GET", path: "/api/calls?limit=5&offset=0", body: null });
+  });
+
+  it("maps error replies to EngineError with the status", async () => {
+    const invoke = reply(503, { kind: "unavailable", message: "Keyhaven is stopped; start it to use this" });
+    const err = await createApi(new TauriTransport(invoke)).status().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(EngineError);
+    expect(err).toMatchObject({ kind: "unavailable", status: 503 });
+  });
+
+  it("turns a 204 (null body) into undefined", async () => {
+    await expect(createApi(new TauriTransport(reply(204, null))).deleteModel("m")).resolves.toBeUndefined();
+  });
+
+  it("maps a rejected invoke to kind ipc and a malformed answer to kind decode", async () => {
+    const rejected = vi.fn(async () => {
+      throw new Error("command control not found");
+    });
+    await expect(createApi(new TauriTransport(rejected)).status()).rejects.toMatchObject({ kind: "ipc" });
+    const odd = vi.fn(async () => "nope");
+    await expect(createApi(new TauriTransport(odd)).status()).rejects.toMatchObject({ kind: "decode" });
+  });
+
+  it("reaches the app routes", async () => {
+    const invoke = reply(200, { state: "stopped", error: null, gatewayUrl: null, startOnLogin: false, lastStop: null });
+    const a = createApi(new TauriTransport(invoke));
+    await a.stop();
+    await a.setApp({ startOnLogin: true });
+    expect(invoke.mock.calls.map((c) => [c[1]?.method, c[1]?.path])).toEqual([["POST", "/api/app/stop"], ["PUT", "/api/app"]]);
+  });
+});
+
+describe("transport selection", () => {
+  it("finds Tauri's invoke only when the global is there", () => {
+    const invoke = async () => ({ status: 200, body: null });
+    expect(tauriInvoke({ __TAURI__: { core: { invoke } } })).toBe(invoke);
+    expect(tauriInvoke({})).toBeUndefined();
+    expect(tauriInvoke({ __TAURI__: {} })).toBeUndefined();
+  });
+
+  it("uses HTTP outside the app window", () => {
+    expect(defaultTransport()).toBeInstanceOf(HttpTransport);
   });
 });

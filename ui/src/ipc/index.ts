@@ -1,7 +1,10 @@
 // The only module that talks to the engine. Views call `api.*`; every call goes through a
-// `Transport`. Today that is HTTP (`/api/...` on the engine's loopback listener, bearer token from
-// the page's meta tag); the Tauri shell will add an IPC transport with the same interface.
+// `Transport`: HTTP in a browser (`/api/...` on the engine's loopback listener, bearer token from
+// the page's meta tag), or Tauri IPC in the app window (the shell's one `control` command, which
+// serves the same `/api/...` routes in-process and answers `{status, body}`).
 import type {
+  AppInput,
+  AppStatus,
   CaChange,
   CaStatus,
   CallDetail,
@@ -13,6 +16,7 @@ import type {
   EngineStatus,
   EnvSetup,
   ErrorBody,
+  IpcReply,
   KeyInfo,
   LogLine,
   Model,
@@ -119,6 +123,47 @@ export class HttpTransport implements Transport {
   }
 }
 
+/** Tauri's `invoke` (from `window.__TAURI__.core`, or a fake in tests). */
+export type Invoke = (cmd: string, args?: Record<string, unknown>) => Promise<unknown>;
+
+/** Control calls over the Tauri shell's `control` command: no token, same routes and errors. */
+export class TauriTransport implements Transport {
+  constructor(private readonly invoke: Invoke) {}
+
+  async request<T>(method: Method, path: string, body?: unknown): Promise<T> {
+    let reply: IpcReply;
+    try {
+      reply = (await this.invoke("control", { method, path, body: body === undefined ? null : body })) as IpcReply;
+    } catch (e) {
+      throw new EngineError("ipc", `cannot reach Keyhaven: ${e instanceof Error ? e.message : String(e)}`);
+    }
+    if (typeof reply !== "object" || reply === null || typeof reply.status !== "number") {
+      throw new EngineError("decode", `bad IPC answer for ${path}`);
+    }
+    if (reply.status >= 400) {
+      const b = reply.body;
+      if (isErrorBody(b)) throw new EngineError(b.kind, b.message, reply.status);
+      throw new EngineError("http", `${method} ${path}: status ${reply.status}`, reply.status);
+    }
+    return (reply.body ?? undefined) as T;
+  }
+}
+
+interface TauriGlobal {
+  core?: { invoke?: Invoke };
+}
+
+/** Tauri's `invoke` when this page runs in the app window (`withGlobalTauri`), else undefined. */
+export function tauriInvoke(g: { __TAURI__?: TauriGlobal } = globalThis as { __TAURI__?: TauriGlobal }): Invoke | undefined {
+  const invoke = g.__TAURI__?.core?.invoke;
+  return typeof invoke === "function" ? invoke : undefined;
+}
+
+/** True in the app window. */
+export function inApp(): boolean {
+  return tauriInvoke() !== undefined;
+}
+
 /** `?a=1&b=x` from the defined, non-null, non-empty values. */
 export function queryString(params: Record<string, string | number | boolean | null | undefined>): string {
   const q = new URLSearchParams();
@@ -185,6 +230,12 @@ export function createApi(t: Transport) {
 
     settings: () => t.request<Settings>("GET", "/api/settings"),
     setSettings: (s: SettingsInput) => t.request<SettingsApplied>("PUT", "/api/settings", s),
+
+    // The app window only (the shell's supervisor); a browser gets 404 `not_found`.
+    app: () => t.request<AppStatus>("GET", "/api/app"),
+    setApp: (a: AppInput) => t.request<AppStatus>("PUT", "/api/app", a),
+    start: () => t.request<AppStatus>("POST", "/api/app/start"),
+    stop: () => t.request<AppStatus>("POST", "/api/app/stop"),
   };
 }
 
@@ -192,9 +243,15 @@ export type Api = ReturnType<typeof createApi>;
 
 let current: Api | undefined;
 
-/** The app's API, over HTTP with the page's token unless `setApi` installed another. */
+/** The transport for this page: IPC in the app window, HTTP with the page's token elsewhere. */
+export function defaultTransport(): Transport {
+  const invoke = tauriInvoke();
+  return invoke ? new TauriTransport(invoke) : new HttpTransport({ token: tokenFromDocument() });
+}
+
+/** The app's API over `defaultTransport()` unless `setApi` installed another. */
 export function api(): Api {
-  current ??= createApi(new HttpTransport({ token: tokenFromDocument() }));
+  current ??= createApi(defaultTransport());
   return current;
 }
 

@@ -1,5 +1,5 @@
 import { useEffect, useState } from "preact/hooks";
-import { api, type Settings, type SettingsApplied } from "../ipc";
+import { api, inApp, type AppStatus, type Settings, type SettingsApplied } from "../ipc";
 import { ErrorNotice, Field, View, useAction, useLoad } from "../ui";
 
 interface Form {
@@ -10,6 +10,7 @@ interface Form {
   bodyCaptureLimit: string;
   retentionDays: string;
   uiDir: string;
+  restoreOnStop: boolean;
 }
 
 const toForm = (s: Settings): Form => ({
@@ -20,6 +21,7 @@ const toForm = (s: Settings): Form => ({
   bodyCaptureLimit: String(s.bodyCaptureLimit),
   retentionDays: String(s.retentionDays),
   uiDir: s.uiDir ?? "",
+  restoreOnStop: s.restoreOnStop,
 });
 
 const ADDR_RE = /^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/;
@@ -56,6 +58,7 @@ function SettingsForm({ s, onSaved }: { s: Settings; onSaved: () => void }) {
         bodyCaptureLimit: Number(form.bodyCaptureLimit),
         retentionDays: Number(form.retentionDays),
         uiDir: form.uiDir.trim() || null,
+        restoreOnStop: form.restoreOnStop,
       }),
     );
     if (r) {
@@ -72,6 +75,15 @@ function SettingsForm({ s, onSaved }: { s: Settings; onSaved: () => void }) {
       </label>
       <label class="check">
         <input type="checkbox" checked={form.captureBodies} onChange={(e) => setForm({ ...form, captureBodies: e.currentTarget.checked })} /> Keep request and response bodies in the call history (restart to apply)
+      </label>
+      <label class="check">
+        <input
+          type="checkbox"
+          id="s-restoreOnStop"
+          checked={form.restoreOnStop}
+          onChange={(e) => setForm({ ...form, restoreOnStop: e.currentTarget.checked })}
+        />{" "}
+        Restore clients on stop: when Keyhaven stops or quits, put every client it routed back as it was, so none is left pointing at a closed port
       </label>
       {text("bodyCaptureLimit", "Bytes kept per body", "Restart to apply.")}
       {text("retentionDays", "Keep calls for (days)", "0 keeps everything; applies right away. Usage totals are kept regardless.")}
@@ -95,7 +107,35 @@ function SettingsForm({ s, onSaved }: { s: Settings; onSaved: () => void }) {
   );
 }
 
+/** The app window only: start on login is the tray app's, applied at once (not in the config file). */
+function StartOnLogin() {
+  const [status, setStatus] = useState<AppStatus>();
+  const act = useAction();
+  useEffect(() => {
+    api().app().then(setStatus, () => undefined);
+  }, []);
+  if (!status || status.startOnLogin === null) return null;
+  const toggle = async (on: boolean) => {
+    const s = await act.run(() => api().setApp({ startOnLogin: on }));
+    if (s) setStatus(s);
+  };
+  return (
+    <div class="panel">
+      <label class="check">
+        <input type="checkbox" id="s-startOnLogin" checked={status.startOnLogin} disabled={act.busy} onChange={(e) => toggle(e.currentTarget.checked)} /> Start
+        Keyhaven when I log in (in the tray, without opening this window)
+      </label>
+      {act.error && <ErrorNotice error={act.error} />}
+    </div>
+  );
+}
+
 export function SettingsPage(_: { args: string[] }) {
   const res = useLoad(() => api().settings());
-  return <View res={res}>{(s) => <SettingsForm s={s} onSaved={res.reload} />}</View>;
+  return (
+    <>
+      {inApp() && <StartOnLogin />}
+      <View res={res}>{(s) => <SettingsForm s={s} onSaved={res.reload} />}</View>
+    </>
+  );
 }

@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""The tray menu end to end over D-Bus (no tray host needed): `com.canonical.dbusmenu` via
+busctl, stdlib only.
+
+Usage: tray_test.py APP_BINARY  inside a D-Bus session and a display, with KEYHAVEN_CONFIG /
+KEYHAVEN_DATA_DIR and a throwaway HOME. Checks: the status line follows the engine; Stop and
+Start flip the engine (seen through its HTTP control API); the routing submenu switches the mode
+and checks the current one; the "Restore clients on stop" item mirrors the setting; a second
+instance hands over and exits; Quit restores a routed client, exits with code 0 and leaves no
+process behind.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import Checks, control_token, http_json, reachable, wait_for  # noqa: E402
+
+OBJ = "/org/ayatana/NotificationItem/tray_icon_tray_app_keyhaven/Menu"
+
+
+def busctl(*args, check=True):
+    r = subprocess.run(["busctl", "--user", *args], capture_output=True, text=True, timeout=20)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"busctl {' '.join(args)}: {r.stderr.strip()}")
+    return r
+
+
+def find_service(pid):
+    for line in busctl("list", "--no-legend").stdout.splitlines():
+        cols = line.split()
+        if len(cols) > 1 and cols[1] == str(pid):
+            if busctl("introspect", cols[0], OBJ, check=False).returncode == 0:
+                return cols[0]
+    return None
+
+
+def layout(svc):
+    """{label: (id, props)} over the whole menu tree."""
+    out = json.loads(busctl("--json=short", "--", "call", svc, OBJ, "com.canonical.dbusmenu", "GetLayout", "iias", "0", "-1", "0").stdout)
+    items = {}
+
+    def walk(node):
+        node_id, props, children = node
+        flat = {k: v["data"] for k, v in props.items()}
+        if "label" in flat:
+            items[flat["label"]] = (node_id, flat)
+        for child in children:
+            walk(child["data"])
+
+    walk(out["data"][1])
+    return items
+
+
+def status_line(svc):
+    return next((label for label in layout(svc) if label.startswith("Keyhaven:")), "")
+
+
+def click(svc, label):
+    item_id = layout(svc)[label][0]
+    busctl("call", svc, OBJ, "com.canonical.dbusmenu", "Event", "isvu", str(item_id), "clicked", "i", "0", "0")
+
+
+def checked(svc, label):
+    return layout(svc)[label][1].get("toggle-state") == 1
+
+
+def children(pid):
+    """PIDs whose parent is `pid` (the WebKit web and network processes)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if stat.rsplit(")", 1)[1].split()[1] == str(pid):
+                out.append(int(entry))
+    return out
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def visible_windows():
+    """How many mapped windows are named Keyhaven (xdotool), or None without xdotool."""
+    try:
+        r = subprocess.run(["xdotool", "search", "--onlyvisible", "--name", "^Keyhaven$"], capture_output=True, text=True, timeout=10)
+    except FileNotFoundError:
+        return None
+    return len(r.stdout.split())
+
+
+def enabled(svc, label):
+    return layout(svc)[label][1].get("enabled", True)
+
+
+CLAUDE_BEFORE = '{\n  // mine\n  "theme": "dark"\n}\n'
+
+
+def main():
+    binary = os.path.abspath(sys.argv[1])
+    data_dir = os.environ["KEYHAVEN_DATA_DIR"]
+    home = os.environ["HOME"]
+    c = Checks("tray")
+    log = open(os.path.join(os.environ.get("E2E_ARTIFACTS", "target/e2e-artifacts"), "tray-app.log"), "w")
+    app = subprocess.Popen([binary, "--hidden"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        svc = wait_for(lambda: find_service(app.pid), timeout=30)
+        if not c.check("the tray menu is exported on the session bus", svc is not None):
+            return c.summary()
+        line = wait_for(lambda: (lambda s: s if s.startswith("Keyhaven: running on ") else None)(status_line(svc)), timeout=30)
+        c.check("the status line says running", line is not None, status_line(svc))
+        url = "http://" + line.removeprefix("Keyhaven: running on ") if line else ""
+        token = control_token(data_dir)
+        status, body = http_json("GET", f"{url}/api/status", token=token)
+        c.check("the engine named in the tray answers", status == 200 and body["gatewayUrl"] == url, repr(body)[:200])
+        c.check("Start is disabled and Stop enabled while running", not enabled(svc, "Start") and enabled(svc, "Stop"))
+        if visible_windows() is not None or os.environ.get("KEYHAVEN_REQUIRE_TOOLS") == "1":
+            c.check("--hidden starts in the tray without a window", visible_windows() == 0, repr(visible_windows()))
+            click(svc, "Open dashboard")
+            c.check("Open dashboard shows the window", wait_for(lambda: visible_windows() == 1, timeout=15), repr(visible_windows()))
+
+        # Stop / Start.
+        click(svc, "Stop")
+        stopped = wait_for(lambda: status_line(svc) == "Keyhaven: stopped", timeout=30)
+        c.check("Stop stops the engine (status line, closed port)", stopped and not reachable(url), status_line(svc))
+        c.check("the routing submenu is disabled while stopped", not enabled(svc, "Local"))
+        click(svc, "Start")
+        line = wait_for(lambda: (lambda s: s if s.startswith("Keyhaven: running on ") else None)(status_line(svc)), timeout=30)
+        url = "http://" + line.removeprefix("Keyhaven: running on ") if line else ""
+        c.check("Start starts it again", bool(line) and reachable(url), status_line(svc))
+
+        # Routing mode submenu.
+        click(svc, "Upstream (official service)")
+        mode = wait_for(lambda: http_json("GET", f"{url}/api/routing", token=token)[1]["mode"] == "upstream", timeout=15)
+        c.check("Routing mode → Upstream switches the engine", mode)
+        c.check("…and only Upstream is checked", wait_for(lambda: checked(svc, "Upstream (official service)") and not checked(svc, "Local") and not checked(svc, "Hybrid"), timeout=10))
+        click(svc, "Local")
+        mode = wait_for(lambda: http_json("GET", f"{url}/api/routing", token=token)[1]["mode"] == "local", timeout=15)
+        c.check("Routing mode → Local switches it back", mode and wait_for(lambda: checked(svc, "Local"), timeout=10))
+        # A change made elsewhere (the window) shows after the next refresh; the tray follows the engine.
+
+        # Single instance: a second start hands over to this one and exits.
+        second = subprocess.run([binary], stdout=log, stderr=subprocess.STDOUT, timeout=30)
+        c.check("a second instance exits with code 0 and the first keeps running", second.returncode == 0 and app.poll() is None, f"rc={second.returncode}")
+
+        # Restore on stop, through the tray item; then Quit puts the routed client back.
+        os.makedirs(os.path.join(home, ".claude"), exist_ok=True)
+        settings = os.path.join(home, ".claude", "settings.json")
+        with open(settings, "w") as f:
+            f.write(CLAUDE_BEFORE)
+        status, body = http_json("POST", f"{url}/api/clients/claudeCode/route", token=token)
+        with open(settings) as f:
+            routed = "ANTHROPIC_BASE_URL" in f.read()
+        c.check("Claude Code routed through the control API", status == 200 and routed, repr(body)[:200])
+        click(svc, "Restore clients on stop")
+        on = wait_for(lambda: http_json("GET", f"{url}/api/settings", token=token)[1]["restoreOnStop"] is True, timeout=15)
+        c.check("Restore clients on stop → the setting is on and the item checked", on and wait_for(lambda: checked(svc, "Restore clients on stop"), timeout=10))
+
+        kids = children(app.pid)
+        c.check("the app has its WebKit helper processes", len(kids) > 0, repr(kids))
+        click(svc, "Quit")
+        try:
+            code = app.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            code = None
+        c.check("Quit exits with code 0", code == 0, f"code={code}")
+        c.check("Quit closed the engine's port", not reachable(url))
+        with open(settings) as f:
+            c.check("Quit restored Claude Code's settings byte for byte", f.read() == CLAUDE_BEFORE)
+        left = wait_for(lambda: not any(alive(k) for k in kids), timeout=10)
+        c.check("no process is left behind (app and its WebKit helpers)", code is not None and left, repr([k for k in kids if alive(k)]))
+    except Exception as e:  # noqa: BLE001 - any failure is a failed check
+        c.check("the tray test ran to the end", False, str(e)[:500])
+    finally:
+        if app.poll() is None:
+            app.kill()
+            app.wait()
+        log.close()
+    return c.summary()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+//! The shell's IPC command under Tauri's MockRuntime (no display): a real engine on port 0
+//! behind the supervisor; `control` serves `/api/app…` and the engine's routes, and answers
+//! `unavailable` while the engine is stopped.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use keyhaven::app::EngineExtras;
+use keyhaven::app::supervisor::{ConfigSource, Supervisor, SupervisorOptions};
+use keyhaven::config::{EngineConfig, load_str};
+use keyhaven::control::dto::IpcReply;
+use keyhaven::secrets::Secrets;
+use serde_json::{Value, json};
+use tauri::Manager;
+use tauri::ipc::{CallbackFn, InvokeBody};
+use tauri::test::{INVOKE_KEY, MockRuntime, get_ipc_response, mock_builder, mock_context, noop_assets};
+use tauri::webview::InvokeRequest;
+
+fn supervisor(dir: &std::path::Path) -> Supervisor {
+    let data = dir.to_path_buf();
+    let config: ConfigSource = Arc::new(move || {
+        let file = load_str("test.toml", "[server]\nlisten = \"127.0.0.1:0\"\n").map_err(|e| e.to_string())?;
+        Ok(EngineConfig {
+            config_path: None,
+            database_path: data.join("keyhaven.db"),
+            file,
+            listen: None,
+            ca_dir: data.join("ca"),
+            proxy_listen: Some("127.0.0.1:0".parse().map_err(|e| format!("{e}"))?),
+            upstream_overrides: Default::default(),
+        })
+    });
+    Supervisor::new(SupervisorOptions {
+        config,
+        secrets: Secrets::empty(),
+        extras: EngineExtras::default(),
+        grace: Duration::from_secs(5),
+        autostart: None,
+    })
+}
+
+fn call(webview: &tauri::WebviewWindow<MockRuntime>, method: &str, path: &str, body: Value) -> IpcReply {
+    let response = get_ipc_response(
+        webview,
+        InvokeRequest {
+            cmd: "control".into(),
+            callback: CallbackFn(0),
+            error: CallbackFn(1),
+            url: "tauri://localhost".parse().expect("url"),
+            body: InvokeBody::Json(json!({ "method": method, "path": path, "body": body })),
+            headers: Default::default(),
+            invoke_key: INVOKE_KEY.to_owned(),
+        },
+    )
+    .expect("the command answers");
+    response.deserialize::<IpcReply>().expect("an IpcReply")
+}
+
+#[test]
+fn control_command_round_trips_app_and_engine_routes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = mock_builder()
+        .invoke_handler(tauri::generate_handler![crate::commands::control])
+        .build(mock_context(noop_assets()))
+        .expect("mock app");
+    let sup = supervisor(dir.path());
+    app.manage(sup.clone());
+    let webview =
+        tauri::WebviewWindowBuilder::new(&app, crate::MAIN_WINDOW, Default::default()).build().expect("mock webview");
+
+    let r = call(&webview, "GET", "/api/app", Value::Null);
+    assert_eq!((r.status, r.body["state"].clone()), (200, json!("stopped")));
+    assert_eq!(r.body["startOnLogin"], Value::Null, "no autostart switch in this host");
+    let r = call(&webview, "GET", "/api/status", Value::Null);
+    assert_eq!((r.status, r.body["kind"].clone()), (503, json!("unavailable")));
+
+    let r = call(&webview, "POST", "/api/app/start", Value::Null);
+    assert_eq!((r.status, r.body["state"].clone()), (200, json!("running")), "{}", r.body);
+    let r = call(&webview, "GET", "/api/status", Value::Null);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let url = sup.status().gateway_url.expect("running");
+    assert_eq!(r.body["gatewayUrl"], json!(url));
+    let r = call(&webview, "GET", "/api/calls?limit=3&offset=0", Value::Null);
+    assert_eq!((r.status, r.body["limit"].clone()), (200, json!(3)));
+    // Edits need a config file; this engine has none, and says so like `/api/` does.
+    let r = call(&webview, "PUT", "/api/settings", json!({ "retentionDays": 3 }));
+    assert_eq!((r.status, r.body["kind"].clone()), (503, json!("unavailable")), "{}", r.body);
+
+    let r = call(&webview, "POST", "/api/app/stop", Value::Null);
+    assert_eq!((r.status, r.body["state"].clone()), (200, json!("stopped")));
+    assert_eq!(r.body["lastStop"]["drained"], json!(true));
+    let r = call(&webview, "GET", "/api/status", Value::Null);
+    assert_eq!(r.status, 503);
+}
+
+#[test]
+fn tray_labels_name_the_state() {
+    use keyhaven::control::dto::{AppStatus, EngineState};
+    let mut s = AppStatus {
+        state: EngineState::Running,
+        error: None,
+        gateway_url: Some("http://127.0.0.1:4937".into()),
+        start_on_login: None,
+        last_stop: None,
+    };
+    assert_eq!(crate::tray::label(&s), "Keyhaven: running on 127.0.0.1:4937");
+    s.state = EngineState::Error;
+    s.error = Some("cannot listen on 127.0.0.1:4937: address in use".into());
+    assert_eq!(crate::tray::label(&s), "Keyhaven: error: cannot listen on 127.0.0.1:4937: address in use");
+    s.state = EngineState::Stopped;
+    assert_eq!(crate::tray::label(&s), "Keyhaven: stopped");
+}

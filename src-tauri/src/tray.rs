@@ -1,0 +1,212 @@
+//! The tray: an icon per engine state (running, stopped, error) and a menu with the status,
+//! Start / Stop, Open dashboard, the routing mode (a submenu of check items, the current one
+//! checked), Copy endpoint URL, Restore clients on stop (mirrors `[setup] restore_on_stop`) and
+//! Quit. Every action is in the menu (Linux trays deliver no icon clicks). The menu follows the
+//! supervisor's status and is refreshed after every change made from the window.
+
+use keyhaven::app::supervisor::Supervisor;
+use keyhaven::control::dto::{self, EngineState, RoutingMode};
+use std::sync::atomic::{AtomicBool, Ordering};
+use tauri::image::Image;
+use tauri::menu::{CheckMenuItem, Menu, MenuEvent, MenuItem, PredefinedMenuItem, Submenu};
+use tauri::tray::TrayIconBuilder;
+use tauri::{AppHandle, Manager, Runtime};
+use tauri_plugin_clipboard_manager::ClipboardExt;
+
+/// The tray's id (its D-Bus object is `/org/ayatana/NotificationItem/tray_icon_tray_app_keyhaven`).
+pub const TRAY_ID: &str = "keyhaven";
+
+/// Menu item ids.
+pub mod id {
+    pub const STATUS: &str = "status";
+    pub const START: &str = "start";
+    pub const STOP: &str = "stop";
+    pub const OPEN: &str = "open";
+    pub const ROUTING: &str = "routing";
+    pub const COPY_URL: &str = "copy-url";
+    pub const RESTORE: &str = "restore-on-stop";
+    pub const QUIT: &str = "quit";
+}
+
+const MODES: [(RoutingMode, &str, &str); 3] = [
+    (RoutingMode::Local, "mode-local", "Local"),
+    (RoutingMode::Hybrid, "mode-hybrid", "Hybrid"),
+    (RoutingMode::Upstream, "mode-upstream", "Upstream (official service)"),
+];
+
+struct Tray<R: Runtime> {
+    status: MenuItem<R>,
+    start: MenuItem<R>,
+    stop: MenuItem<R>,
+    routing: Submenu<R>,
+    modes: Vec<(RoutingMode, CheckMenuItem<R>)>,
+    copy: MenuItem<R>,
+    restore: CheckMenuItem<R>,
+    /// The setting as last read from the running engine (shown, greyed, while stopped).
+    restore_on_stop: AtomicBool,
+}
+
+fn icon(state: EngineState) -> Option<Image<'static>> {
+    let bytes: &[u8] = match state {
+        EngineState::Running => include_bytes!("../icons/tray-running.png"),
+        EngineState::Error => include_bytes!("../icons/tray-error.png"),
+        EngineState::Starting | EngineState::Stopping | EngineState::Stopped => {
+            include_bytes!("../icons/tray-stopped.png")
+        }
+    };
+    Image::from_bytes(bytes).ok()
+}
+
+/// The first menu line and the tooltip.
+pub fn label(status: &dto::AppStatus) -> String {
+    match status.state {
+        EngineState::Running => {
+            format!(
+                "Keyhaven: running on {}",
+                status.gateway_url.as_deref().unwrap_or("?").trim_start_matches("http://")
+            )
+        }
+        EngineState::Starting => "Keyhaven: starting…".to_owned(),
+        EngineState::Stopping => "Keyhaven: stopping…".to_owned(),
+        EngineState::Stopped => "Keyhaven: stopped".to_owned(),
+        EngineState::Error => {
+            let reason = status.error.as_deref().unwrap_or("unknown error");
+            let short: String = reason.chars().take(80).collect();
+            format!("Keyhaven: error: {short}")
+        }
+    }
+}
+
+/// Builds the tray and starts following the supervisor (which must be managed already).
+pub fn install<R: Runtime>(app: &AppHandle<R>) -> tauri::Result<()> {
+    let status = MenuItem::with_id(app, id::STATUS, "Keyhaven: starting…", false, None::<&str>)?;
+    let start = MenuItem::with_id(app, id::START, "Start", false, None::<&str>)?;
+    let stop = MenuItem::with_id(app, id::STOP, "Stop", false, None::<&str>)?;
+    let open = MenuItem::with_id(app, id::OPEN, "Open dashboard", true, None::<&str>)?;
+    let mut modes = Vec::new();
+    for (mode, item_id, text) in MODES {
+        modes.push((mode, CheckMenuItem::with_id(app, item_id, text, false, false, None::<&str>)?));
+    }
+    let mode_items: Vec<&dyn tauri::menu::IsMenuItem<R>> =
+        modes.iter().map(|(_, i)| i as &dyn tauri::menu::IsMenuItem<R>).collect();
+    let routing = Submenu::with_id_and_items(app, id::ROUTING, "Routing mode", false, &mode_items)?;
+    let copy = MenuItem::with_id(app, id::COPY_URL, "Copy endpoint URL", false, None::<&str>)?;
+    let restore = CheckMenuItem::with_id(app, id::RESTORE, "Restore clients on stop", false, false, None::<&str>)?;
+    let quit = MenuItem::with_id(app, id::QUIT, "Quit", true, None::<&str>)?;
+    let menu = Menu::with_items(
+        app,
+        &[
+            &status,
+            &PredefinedMenuItem::separator(app)?,
+            &start,
+            &stop,
+            &open,
+            &routing,
+            &copy,
+            &restore,
+            &PredefinedMenuItem::separator(app)?,
+            &quit,
+        ],
+    )?;
+    let mut builder = TrayIconBuilder::with_id(TRAY_ID).tooltip("Keyhaven").menu(&menu).on_menu_event(on_menu);
+    if let Some(i) = icon(EngineState::Stopped) {
+        builder = builder.icon(i);
+    }
+    builder.build(app)?;
+    app.manage(Tray { status, start, stop, routing, modes, copy, restore, restore_on_stop: AtomicBool::new(false) });
+
+    let app = app.clone();
+    let mut changes = app.state::<Supervisor>().subscribe();
+    tauri::async_runtime::spawn(async move {
+        loop {
+            refresh(&app).await;
+            if changes.changed().await.is_err() {
+                break;
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Brings the icon and the menu in line with the engine.
+pub async fn refresh<R: Runtime>(app: &AppHandle<R>) {
+    let Some(supervisor) = app.try_state::<Supervisor>().map(|s| s.inner().clone()) else { return };
+    let status = supervisor.status();
+    let running = status.state == EngineState::Running;
+    let (mode, restore) = match supervisor.control() {
+        Some(c) => (c.routing().await.ok().map(|r| r.mode), c.settings().await.ok().map(|s| s.restore_on_stop)),
+        None => (None, None),
+    };
+    let Some(tray) = app.try_state::<Tray<R>>() else { return };
+    if let Some(r) = restore {
+        tray.restore_on_stop.store(r, Ordering::Relaxed);
+    }
+    let text = label(&status);
+    let _ = tray.status.set_text(&text);
+    let _ = tray.start.set_enabled(matches!(status.state, EngineState::Stopped | EngineState::Error));
+    let _ = tray.stop.set_enabled(running);
+    let _ = tray.copy.set_enabled(running);
+    let _ = tray.routing.set_enabled(running);
+    for (m, item) in &tray.modes {
+        let _ = item.set_enabled(running);
+        let _ = item.set_checked(Some(*m) == mode);
+    }
+    let _ = tray.restore.set_enabled(running);
+    let _ = tray.restore.set_checked(tray.restore_on_stop.load(Ordering::Relaxed));
+    if let Some(t) = app.tray_by_id(TRAY_ID) {
+        let _ = t.set_icon(icon(status.state));
+        let _ = t.set_tooltip(Some(&text));
+    }
+}
+
+fn on_menu<R: Runtime>(app: &AppHandle<R>, event: MenuEvent) {
+    let Some(supervisor) = app.try_state::<Supervisor>().map(|s| s.inner().clone()) else { return };
+    let app = app.clone();
+    let id = event.id().as_ref().to_owned();
+    match id.as_str() {
+        id::OPEN => crate::show_window(&app),
+        id::QUIT => crate::quit(&app),
+        id::COPY_URL => {
+            if let Some(url) = supervisor.status().gateway_url
+                && let Err(e) = app.clipboard().write_text(format!("{url}/v1"))
+            {
+                tracing::warn!(error = %e, "could not copy the endpoint URL");
+            }
+        }
+        _ => {
+            tauri::async_runtime::spawn(async move {
+                act(&supervisor, &id).await;
+                refresh(&app).await;
+            });
+        }
+    }
+}
+
+/// The menu actions that talk to the engine.
+async fn act(supervisor: &Supervisor, item: &str) {
+    match item {
+        id::START => {
+            let _ = supervisor.start().await;
+        }
+        id::STOP => {
+            supervisor.stop().await;
+        }
+        id::RESTORE => {
+            if let Some(c) = supervisor.control() {
+                let on = !c.settings().await.is_ok_and(|s| s.restore_on_stop);
+                let input = dto::SettingsInput { restore_on_stop: Some(on), ..dto::SettingsInput::default() };
+                if let Err(e) = c.set_settings(input).await {
+                    tracing::warn!(error = %e, "restore on stop not changed");
+                }
+            }
+        }
+        other => {
+            let Some((mode, _, _)) = MODES.iter().find(|(_, i, _)| *i == other) else { return };
+            if let Some(c) = supervisor.control()
+                && let Err(e) = c.set_routing(dto::RoutingInput { mode: *mode }).await
+            {
+                tracing::warn!(error = %e, "routing mode not changed");
+            }
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! What a host binary (`keyhaven`, `keyhaven-app`) knows about its machine, and the start-up
+//! steps both binaries share: default paths, the first-run config, the environment parts of the
+//! engine ([`EngineExtras`]) and the "listening on" banner.
+//!
+//! The engine reads no environment variable and no platform directory: each binary fills a
+//! [`Host`] from the real environment in a few lines and passes it in; tests build one by hand.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::app::{EngineExtras, EngineHandle};
+use crate::config::{self, EngineConfig, FileConfig};
+use crate::control::logs::LogRing;
+use crate::control::token::ControlToken;
+use crate::proxy::trust::{SystemRunner, TrustEnv, TrustOs};
+use crate::setup::{Platform, SetupEnv};
+
+/// The machine, as the binary found it.
+#[derive(Debug, Clone, Default)]
+pub struct Host {
+    /// The user's home directory.
+    pub home: Option<PathBuf>,
+    /// Keyhaven's per-user config directory (e.g. `~/.config/keyhaven`).
+    pub config_dir: Option<PathBuf>,
+    /// Keyhaven's per-user data directory (e.g. `~/.local/share/keyhaven`).
+    pub data_dir: Option<PathBuf>,
+    /// `%APPDATA%` (Windows).
+    pub appdata: Option<PathBuf>,
+    pub temp_dir: PathBuf,
+    pub cwd: PathBuf,
+}
+
+/// Where this install keeps its files.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    pub config: PathBuf,
+    pub data: PathBuf,
+    pub database: PathBuf,
+    pub ca_dir: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("cannot find a home directory; pass --config and --data-dir")]
+    NoHome,
+    #[error("cannot {op} {}: {source}", path.display())]
+    Io { op: &'static str, path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+}
+
+impl Host {
+    /// The config file and data directory: the overrides if given, else the platform defaults.
+    pub fn paths(&self, config: Option<PathBuf>, data: Option<PathBuf>) -> Result<Paths, HostError> {
+        let config = match (config, &self.config_dir) {
+            (Some(p), _) => p,
+            (None, Some(d)) => d.join("config.toml"),
+            (None, None) => return Err(HostError::NoHome),
+        };
+        let data = match (data, &self.data_dir) {
+            (Some(p), _) => p,
+            (None, Some(d)) => d.clone(),
+            (None, None) => return Err(HostError::NoHome),
+        };
+        Ok(Paths { config, database: data.join("keyhaven.db"), ca_dir: data.join("ca"), data })
+    }
+
+    /// The machine-specific defaults of `lingma` providers: the assistant's cache file
+    /// (`~/.config/Lingma/SharedClientCache/.info.json`; under `%APPDATA%` on Windows), the temp
+    /// directory for images and the current directory as the sessions' working directory.
+    pub fn fill_lingma_defaults(&self, file: &mut FileConfig) {
+        let base = self
+            .appdata
+            .clone()
+            .filter(|_| cfg!(windows))
+            .or_else(|| self.home.as_ref().map(|h| h.join(".config")))
+            .unwrap_or_default();
+        let info = base.join("Lingma").join("SharedClientCache").join(".info.json");
+        file.fill_lingma_defaults(&info, &self.temp_dir, &self.cwd);
+    }
+
+    /// The OS trust stores of this machine.
+    pub fn trust_env(&self) -> Option<TrustEnv> {
+        Some(TrustEnv {
+            os: TrustOs::current(),
+            root: PathBuf::from("/"),
+            home: self.home.clone()?,
+            runner: Arc::new(SystemRunner),
+        })
+    }
+
+    /// The user's home, platform and Keyhaven's endpoints, for client setup.
+    pub fn setup_env(&self, paths: &Paths, file: Option<&FileConfig>, proxy_url: &str) -> Option<SetupEnv> {
+        let platform = if cfg!(windows) {
+            Platform::Windows
+        } else if cfg!(target_os = "macos") {
+            Platform::MacOs
+        } else {
+            Platform::Linux
+        };
+        let appdata = self.appdata.clone().or_else(|| cfg!(windows).then(|| self.config_dir.clone()).flatten());
+        let mut listen = file.map_or_else(|| config::ServerConfig::default().listen, |f| f.server.listen);
+        if listen.ip().is_unspecified() {
+            listen.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        Some(SetupEnv {
+            home: self.home.clone()?,
+            platform,
+            appdata,
+            data_dir: paths.data.clone(),
+            gateway_url: format!("http://{listen}"),
+            proxy_url: proxy_url.to_owned(),
+        })
+    }
+
+    /// Everything `serve` needs: loads (or on first run writes) the config file, fills the
+    /// machine defaults and builds the engine's environment parts.
+    pub fn serve_config(
+        &self,
+        paths: &Paths,
+        logs: Option<LogRing>,
+        out: &mut impl Write,
+    ) -> Result<(EngineConfig, EngineExtras), HostError> {
+        let mut file = load_config(&paths.config, out)?;
+        self.fill_lingma_defaults(&mut file);
+        let extras = EngineExtras {
+            trust: self.trust_env(),
+            setup: self.setup_env(paths, Some(&file), &format!("http://{}", file.proxy.listen)),
+            logs,
+        };
+        let config = EngineConfig {
+            config_path: Some(paths.config.clone()),
+            database_path: paths.database.clone(),
+            file,
+            listen: None,
+            ca_dir: paths.ca_dir.clone(),
+            proxy_listen: None,
+            upstream_overrides: config::UpstreamOverrides::default(),
+        };
+        Ok((config, extras))
+    }
+}
+
+/// Loads the config; on first run writes the commented template and says what to do next.
+pub fn load_config(path: &Path, out: &mut impl Write) -> Result<FileConfig, HostError> {
+    let io = |op, source| HostError::Io { op, path: path.to_path_buf(), source };
+    if !path.exists() {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| io("create the folder of", e))?;
+        }
+        std::fs::write(path, config::TEMPLATE).map_err(|e| io("write", e))?;
+        let _ = writeln!(
+            out,
+            "No configuration yet: wrote an example to {}.\nAdd a provider and a model there, store its key with `keyhaven key set NAME`, and restart.",
+            path.display()
+        );
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| io("read", e))?;
+    Ok(config::load_str(&path.display().to_string(), &text)?)
+}
+
+/// What a started engine prints: its endpoints, the dashboard and where the control token is.
+/// With `show_token`, the token itself (the tray app's headless mode, which has no other UI).
+pub fn banner(handle: &EngineHandle, models: usize, ui: bool, data_dir: &Path, show_token: Option<&str>) -> String {
+    let addr = handle.addr;
+    let mut s = format!("Keyhaven is listening on http://{addr} ({models} models).\n");
+    s.push_str(&format!("  OpenAI:    OPENAI_BASE_URL=http://{addr}/v1\n"));
+    s.push_str(&format!("  Anthropic: ANTHROPIC_BASE_URL=http://{addr}\n"));
+    if let Some(proxy) = &handle.proxy {
+        s.push_str(&format!(
+            "  Cursor:    HTTPS proxy http://{} (mode {}; trust the CA with `keyhaven ca install`)\n",
+            proxy.addr,
+            proxy.mode.get().as_str()
+        ));
+    }
+    if ui {
+        s.push_str(&format!("  Dashboard: http://{addr}/\n"));
+    }
+    match show_token {
+        Some(token) => {
+            s.push_str(&format!("  Control:   http://{addr}/api/\n"));
+            s.push_str(&format!(
+                "  Token:     {token}  (in {}; anyone who has it can change Keyhaven)\n",
+                ControlToken::path(data_dir).display()
+            ));
+        }
+        None => s.push_str(&format!(
+            "  Control:   http://{addr}/api/ (token: `keyhaven dashboard`, in {})\n",
+            ControlToken::path(data_dir).display()
+        )),
+    }
+    s
+}
