@@ -333,6 +333,7 @@ async fn start_proxy(
     let agent = AgentOptions {
         max_steps: config.file.agent.max_steps.max(1),
         exec_timeout: Duration::from_millis(config.file.agent.exec_timeout.max(1)),
+        compact_at_percent: config.file.agent.compact_at.min(100),
     };
     let backend =
         Backend::new(gateway, Some(store), spawner.clone(), BackendOptions { agent, ..BackendOptions::default() });

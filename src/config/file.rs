@@ -106,11 +106,14 @@ pub struct AgentConfig {
     /// Milliseconds the editor may stay silent on one tool request (no result, output or
     /// heartbeat) before the request is aborted and the model told it timed out.
     pub exec_timeout: u64,
+    /// Compact a conversation (summarize it through the model) when the latest prompt used this
+    /// percentage of the model's `context_window`; 0 compacts only on Cursor's summarize action.
+    pub compact_at: u64,
 }
 
 impl Default for AgentConfig {
     fn default() -> AgentConfig {
-        AgentConfig { max_steps: 50, exec_timeout: 300_000 }
+        AgentConfig { max_steps: 50, exec_timeout: 300_000, compact_at: 80 }
     }
 }
 

@@ -7,13 +7,21 @@
 //! - A conversation not in memory is loaded from the store (its persisted messages), so a
 //!   restarted Keyhaven continues the same transcript and the provider still sees a growing
 //!   prefix.
+//! - Delivery ([`Conversation::deliver`]): a command names the run it was meant for (the request
+//!   id of the stream it arrived on); a different current run answers `StaleTarget` and the
+//!   command is dropped. Messages a run could no longer take (it was finalizing) are kept as
+//!   pending and open the next run, ahead of its own user message.
+//! - Todos are kept here, server-side, per conversation ([`Conversation::todos`]); the
+//!   `update_todos` tool replaces or merges them and checkpoints read them.
 //! - The registry is bounded; idle conversations beyond the bound are dropped from memory (their
 //!   transcript stays in the store).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::run::{RunCommand, RunHandle, Transcript};
+use crate::cursor::protocol::agent::TodoItem;
+use crate::model::Entry;
+use crate::run::{CommandResult, RunCommand, RunHandle, Transcript};
 use crate::store::Store;
 
 /// Conversations kept in memory at most (idle ones beyond are dropped).
@@ -25,11 +33,66 @@ pub struct Conversation {
     /// Held by the run working on the conversation.
     pub transcript: tokio::sync::Mutex<Transcript>,
     current: Mutex<Option<RunHandle>>,
+    /// Messages delivered too late for their run; the next run starts with them.
+    pending: Mutex<Vec<Entry>>,
+    todos: Mutex<Vec<TodoItem>>,
 }
 
 impl Conversation {
     fn new(id: &str, transcript: Transcript) -> Conversation {
-        Conversation { id: id.to_owned(), transcript: tokio::sync::Mutex::new(transcript), current: Mutex::new(None) }
+        Conversation {
+            id: id.to_owned(),
+            transcript: tokio::sync::Mutex::new(transcript),
+            current: Mutex::new(None),
+            pending: Mutex::default(),
+            todos: Mutex::default(),
+        }
+    }
+
+    /// Delivers `cmd` to the current run if `target` (when given) is that run. Without a current
+    /// run, message batches become pending for the next run (`Applied`) and a cancel is
+    /// `RunEnded`. A run that is finalizing answers `RunClosing` and its messages become pending.
+    pub fn deliver(&self, target: Option<&str>, cmd: RunCommand) -> CommandResult {
+        let current = self.current.lock().ok().and_then(|c| c.clone());
+        let result = match &current {
+            Some(h) => h.send(target, cmd.clone()),
+            None if target.is_some() => CommandResult::StaleTarget,
+            None => CommandResult::RunEnded,
+        };
+        if matches!(result, CommandResult::RunClosing | CommandResult::RunEnded)
+            && let RunCommand::InsertMessages(batch) | RunCommand::BreakMessages(batch) = cmd
+        {
+            self.add_pending(batch);
+            return CommandResult::Applied;
+        }
+        result
+    }
+
+    /// Keeps messages for the next run.
+    pub fn add_pending(&self, batch: Vec<Entry>) {
+        if let Ok(mut p) = self.pending.lock() {
+            for e in batch {
+                if !p.iter().any(|q| q.id == e.id) {
+                    p.push(e);
+                }
+            }
+        }
+    }
+
+    /// Takes the messages waiting for the next run.
+    pub fn take_pending(&self) -> Vec<Entry> {
+        self.pending.lock().map(|mut p| std::mem::take(&mut *p)).unwrap_or_default()
+    }
+
+    /// The conversation's todo list (server-side; checkpoints serialize it).
+    pub fn todos(&self) -> Vec<TodoItem> {
+        self.todos.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+
+    pub fn set_todos(&self, todos: Vec<TodoItem>) {
+        if let Ok(mut t) = self.todos.lock() {
+            *t = todos;
+        }
     }
 
     /// A conversation that is not registered (no conversation id: nothing to continue).

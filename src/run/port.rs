@@ -146,10 +146,14 @@ pub enum RunEvent<'a> {
         step: u32,
         failed: u32,
     },
-    /// A compactor replaced the transcript.
+    /// A compaction begins (the summary call runs next).
+    CompactionStarted,
+    /// A compaction ended: `summary` is `Some` when the transcript was replaced (`before` and
+    /// `after` are its lengths), `None` when it was kept.
     Compacted {
         before: usize,
         after: usize,
+        summary: Option<&'a str>,
     },
 }
 

@@ -3,14 +3,26 @@
 //! runs the engine with Cursor's tool host and maps its events to interaction updates.
 //!
 //! While the run works, this driver reads the transport's inbox (seqno order) and routes each
-//! client message: exec results and exec control to the run's [`ExecChannel`], `cancel_action`
-//! to the run as [`RunCommand::Cancel`]; heartbeats, KV acks and the rest are ignored. The run
-//! future is polled in the same task (no spawn), and a panic inside it still ends the turn.
+//! client message: exec results and exec control to the run's [`ExecChannel`], conversation
+//! actions through [`delivery`] to the conversation's current run (cancel, insert, break,
+//! summarize); heartbeats, KV acks and the rest are ignored. The run future is polled in the
+//! same task (no spawn), and a panic inside it still ends the turn.
+//!
+//! The turn's first messages: the system prompt (first turn only), messages left pending by the
+//! previous run, then the user message. A user message whose id the transcript holds already (a
+//! resubmission after an error) is appended again under a run-scoped id unless it is the
+//! transcript's last message, so every request ends with the user's message. A run request whose
+//! action is `summarize_action` compacts the conversation and ends (see [`compact`]).
 //!
 //! Invariant: a turn without tool calls produces exactly the frames of the part-1 turn
 //! (`thinking_delta`, `thinking_completed`, `text_delta`, `token_delta`, then the terminal).
 
+pub mod compact;
+pub mod delivery;
 mod prompt;
+
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -27,12 +39,14 @@ use crate::cursor::protocol::connect;
 use crate::cursor::protocol::events::{self, TurnUsage};
 use crate::cursor::tools::catalog::Catalog;
 use crate::cursor::tools::dispatch::{CursorTools, model_call_id};
+use crate::run::RunCommand;
 use crate::cursor::tools::exec::ExecChannel;
 use crate::cursor::transport::{Output, Transport};
 use crate::model::{Entry, ErrorInfo, Message, Role, RunStatus};
 use crate::provider::Gateway;
+use crate::cursor::agent::delivery::Delivery;
 use crate::run::{
-    CancelReason, GatewayModel, Journal, NoCompaction, RunCommand, RunEvent, RunHandle, RunObserver, RunPorts, RunSpec,
+    CancelReason, CommandResult, GatewayModel, Journal, RunEvent, RunObserver, RunPorts, RunSpec, Summarizer,
     command_channel,
 };
 
@@ -42,11 +56,14 @@ pub struct AgentOptions {
     pub max_steps: u32,
     /// How long the client may stay silent on one exec.
     pub exec_timeout: Duration,
+    /// Compact when the latest prompt used this share (percent) of the model's context window
+    /// (0: only on Cursor's summarize action).
+    pub compact_at_percent: u64,
 }
 
 impl Default for AgentOptions {
     fn default() -> AgentOptions {
-        AgentOptions { max_steps: 50, exec_timeout: Duration::from_secs(300) }
+        AgentOptions { max_steps: 50, exec_timeout: Duration::from_secs(300), compact_at_percent: 80 }
     }
 }
 
@@ -69,9 +86,14 @@ pub struct AgentDeps<'a> {
 
 /// Runs one turn for `run` (whose model resolved to `model_name`) on transport `t`.
 pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRequest, model_name: String) -> TurnEnd {
-    let Some(conversation_action::Action::UserMessageAction(action)) = run.action.and_then(|a| a.action) else {
+    let action = match run.action.and_then(|a| a.action) {
+        Some(conversation_action::Action::UserMessageAction(action)) => action,
+        Some(conversation_action::Action::SummarizeAction(_)) => {
+            let mcp = run.mcp_tools.map(|m| m.mcp_tools).unwrap_or_default();
+            return compact::summarize_turn(&deps, t, run.conversation_id.as_deref(), &mcp, model_name).await;
+        }
         // Resume and other actions: nothing to continue yet.
-        return TurnEnd::Ended(TurnUsage::default());
+        _ => return TurnEnd::Ended(TurnUsage::default()),
     };
     let user = action.user_message.unwrap_or_default();
     let ctx = action.request_context.unwrap_or_default();
@@ -101,8 +123,11 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         let system = prompt::system(run.custom_system_prompt.as_deref(), &env, workspace.as_deref(), &ctx.rules);
         initial.push(Entry::new(format!("system:{}", conversation.id), Message::text(Role::System, system)));
     }
-    let user_id =
-        if user.message_id.is_empty() { format!("{run_id}:user") } else { format!("user:{}", user.message_id) };
+    initial.extend(conversation.take_pending());
+    let mut user_id = delivery::user_entry_id(&user.message_id, &format!("{run_id}:user"));
+    if transcript.contains(&user_id) && transcript.entries().last().is_none_or(|e| e.id != user_id) {
+        user_id = format!("{user_id}@{run_id}");
+    }
     initial.push(Entry::new(user_id, Message::text(Role::User, user.text)));
     let context_window = deps.gateway.catalog().resolve(&model_name).and_then(|r| r.model.context_window);
     let spec = RunSpec {
@@ -119,11 +144,19 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     let tools = CursorTools { catalog: catalog.clone(), exec: exec.clone(), output: t.output.clone(), workspace };
     let frames = Frames::new(t.output.clone(), catalog, &run_id);
     let model = GatewayModel { gateway: deps.gateway.clone(), dialect: "cursor", client: "cursor".to_owned() };
+    let compactor = Summarizer {
+        model: Arc::new(model.clone()),
+        model_name: spec.model.clone(),
+        tools: spec.tools.clone(),
+        percent: deps.options.compact_at_percent,
+        requested: Arc::default(),
+        cancel: t.cancel.child_token(),
+    };
     let journal = Journal::new(deps.conversations.store().cloned(), &conversation.id, &run_id);
     let (handle, inbox) = command_channel(&run_id, transcript.entries().iter().map(|e| e.id.as_str()));
     conversation.set_current(Some(handle.clone()));
     let ports =
-        RunPorts { model: &model, tools: &tools, observer: &frames, compactor: &NoCompaction, journal: &journal };
+        RunPorts { model: &model, tools: &tools, observer: &frames, compactor: &compactor, journal: &journal };
     let engine = crate::run::run(&spec, &mut transcript, initial, ports, inbox, &t.cancel);
     let mut engine = std::pin::pin!(AssertUnwindSafe(engine).catch_unwind());
     let mut inbox_open = true;
@@ -132,14 +165,17 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
             biased;
             r = &mut engine => break r,
             m = t.inbox.next(), if inbox_open => match m {
-                Some((seqno, data)) => route(seqno, &data, &exec, &handle),
+                Some((seqno, data)) => route(seqno, &data, &exec, &conversation, &run_id, &compactor),
                 None => inbox_open = false,
             },
         }
     };
     conversation.set_current(None);
     let outcome = match outcome {
-        Ok(o) => o,
+        Ok(o) => {
+            conversation.add_pending(o.pending.clone());
+            o
+        }
         Err(_) => {
             tracing::error!(request_id = %run_id, "the agent run panicked");
             return TurnEnd::Internal("the agent run failed inside Keyhaven".to_owned());
@@ -167,8 +203,8 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     }
 }
 
-/// Routes one client message that arrived during the run.
-fn route(seqno: u64, data: &Bytes, exec: &ExecChannel, run: &RunHandle) {
+/// Routes one client message that arrived during run `run_id`.
+fn route(seqno: u64, data: &Bytes, exec: &ExecChannel, conversation: &Conversation, run_id: &str, compactor: &Summarizer) {
     let msg = match connect::decode_message::<agent::AgentClientMessage>(data) {
         Ok(m) => m,
         Err(e) => {
@@ -179,12 +215,24 @@ fn route(seqno: u64, data: &Bytes, exec: &ExecChannel, run: &RunHandle) {
     match msg.message {
         Some(agent_client_message::Message::ExecClientMessage(m)) => exec.deliver(m),
         Some(agent_client_message::Message::ExecClientControlMessage(c)) => exec.control(c),
-        Some(agent_client_message::Message::ConversationAction(agent::ConversationAction {
-            action: Some(conversation_action::Action::CancelAction(c)),
-            ..
-        })) => {
-            tracing::info!(seqno, reason = %c.reason, "cursor run canceled by the client");
-            run.send(None, RunCommand::Cancel { reason: c.reason });
+        Some(agent_client_message::Message::ConversationAction(action)) => {
+            match delivery::classify(action, run_id, seqno) {
+                Delivery::Ignore => {}
+                Delivery::Summarize => compactor.requested.store(true, std::sync::atomic::Ordering::SeqCst),
+                Delivery::Command(cmd) => {
+                    let kind = match &cmd {
+                        RunCommand::InsertMessages(_) => "insert",
+                        RunCommand::BreakMessages(_) => "break",
+                        RunCommand::Cancel { .. } => "cancel",
+                    };
+                    let result = conversation.deliver(Some(run_id), cmd);
+                    if result == CommandResult::StaleTarget {
+                        tracing::debug!(seqno, kind, "conversation action for another run ignored");
+                    } else {
+                        tracing::info!(seqno, kind, ?result, "conversation action delivered to the run");
+                    }
+                }
+            }
         }
         _ => {}
     }
@@ -269,10 +317,17 @@ impl RunObserver for Frames {
                 self.emit(&events::partial_tool_call(id, card, delta, &mcid));
             }
             RunEvent::StepCompleted { .. } => self.close_thinking(&mut s),
-            RunEvent::Usage(_)
-            | RunEvent::ToolRoundStarted { .. }
-            | RunEvent::ToolRoundFinished { .. }
-            | RunEvent::Compacted { .. } => {}
+            RunEvent::CompactionStarted => {
+                self.close_thinking(&mut s);
+                self.emit(&compact::summary_started());
+            }
+            RunEvent::Compacted { summary, .. } => {
+                if let Some(summary) = summary {
+                    self.emit(&compact::summary(summary));
+                }
+                self.emit(&compact::summary_completed());
+            }
+            RunEvent::Usage(_) | RunEvent::ToolRoundStarted { .. } | RunEvent::ToolRoundFinished { .. } => {}
         }
     }
 }
