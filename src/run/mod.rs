@@ -37,7 +37,7 @@ mod messages;
 pub mod port;
 
 pub use command::{CommandResult, RunCommand, RunHandle, RunInbox, command_channel};
-pub use compaction::{CompactionContext, Compacted, Compactor, NoCompaction, Summarizer};
+pub use compaction::{Compacted, CompactionContext, Compactor, NoCompaction, Summarizer};
 pub use engine::{CancelReason, RunOutcome, RunPorts, RunSpec, run};
 pub use journal::Journal;
 pub use messages::Transcript;

@@ -311,11 +311,10 @@ async fn provider_errors_end_the_run_once_at_open_and_mid_stream() {
     assert_eq!((out.status, out.error), (RunStatus::ProviderError, Some(err)));
     assert_eq!(events, vec!["step 1", "text par"]);
     // The next request alternates: user, assistant note, user (never two user messages in a row).
-    assert_eq!(model.requests()[0].messages.iter().map(|m| m.role).collect::<Vec<_>>(), vec![
-        Role::User,
-        Role::Assistant,
-        Role::User
-    ]);
+    assert_eq!(
+        model.requests()[0].messages.iter().map(|m| m.role).collect::<Vec<_>>(),
+        vec![Role::User, Role::Assistant, Role::User]
+    );
 }
 
 #[tokio::test]
@@ -364,13 +363,8 @@ async fn a_prompt_near_the_window_is_summarized_before_the_next_model_cycle() {
     };
     let observer = Events::default();
     let journal = Journal::none();
-    let ports = RunPorts {
-        model: &port,
-        tools: &echo_tools(),
-        observer: &observer,
-        compactor: &summarizer,
-        journal: &journal,
-    };
+    let ports =
+        RunPorts { model: &port, tools: &echo_tools(), observer: &observer, compactor: &summarizer, journal: &journal };
     let mut t = Transcript::from_entries([Entry::new("sys", Message::text(Role::System, "be brief"))]);
     let (_h, inbox) = command_channel("r1", []);
     let spec = RunSpec { context_window: Some(1000), ..spec("r1") };

@@ -29,9 +29,20 @@ pub struct CheckpointRecord {
 #[derive(Debug, Clone)]
 pub enum ConversationOp {
     StartRun(RunStart),
-    Append { conversation_id: String, seq: u64, run_id: Option<String>, entry: Entry, created_ms: i64 },
+    Append {
+        conversation_id: String,
+        seq: u64,
+        run_id: Option<String>,
+        entry: Entry,
+        created_ms: i64,
+    },
     /// Compaction: the conversation's messages become `entries` (positions from 0).
-    Replace { conversation_id: String, run_id: Option<String>, entries: Vec<Entry>, created_ms: i64 },
+    Replace {
+        conversation_id: String,
+        run_id: Option<String>,
+        entries: Vec<Entry>,
+        created_ms: i64,
+    },
     ToolRound(ToolRoundRecord),
     FinishRun(RunFinish),
     Checkpoint(CheckpointRecord),

@@ -4,7 +4,9 @@ mod support;
 
 mod bad_input;
 mod codex;
+mod compaction;
 mod control;
+mod conversation_delivery;
 mod count_tokens;
 mod cursor_sim;
 mod durability;

@@ -6,7 +6,8 @@
 //! the latest prompt used `[agent] compact_at` percent of the model's context window (from the
 //! catalog's `context_window`), or after a mid-run `summarize_action`. A `summarize_action` as
 //! the run request's own action compacts the conversation at once and ends the turn with
-//! `turn_ended` and `{}`. Either way the transcript is replaced explicitly (the one exception
+//! `turn_ended` and `{}` (an assistant acknowledgement follows the summary there, so the next
+//! user message never follows another user message). Either way the transcript is replaced explicitly (the one exception
 //! to append-only; the store's copy is replaced in one transaction), and later turns append to
 //! the compacted transcript again.
 
@@ -17,6 +18,7 @@ use crate::cursor::protocol::agent::{self, AgentMode, McpToolDefinition, interac
 use crate::cursor::protocol::events::{self, TurnUsage};
 use crate::cursor::tools::catalog::Catalog;
 use crate::cursor::transport::Transport;
+use crate::model::{Entry, Message, Role};
 use crate::run::compaction::summarized;
 use crate::run::{GatewayModel, Journal, Summarizer};
 
@@ -29,9 +31,7 @@ pub fn summary(text: &str) -> agent::AgentServerMessage {
 }
 
 pub fn summary_completed() -> agent::AgentServerMessage {
-    events::update(interaction_update::Message::SummaryCompleted(agent::SummaryCompletedUpdate {
-        hook_message: None,
-    }))
+    events::update(interaction_update::Message::SummaryCompleted(agent::SummaryCompletedUpdate { hook_message: None }))
 }
 
 /// The turn of a `summarize_action` run request: compacts the conversation (when it has
@@ -54,7 +54,7 @@ pub async fn summarize_turn(
         g = conversation.transcript.lock() => g,
     };
     let emit = |m: &agent::AgentServerMessage| t.output.publish(events::frame(m, false));
-    if transcript.entries().iter().all(|e| e.message.role == crate::model::Role::System) {
+    if transcript.entries().iter().all(|e| e.message.role == Role::System) {
         return TurnEnd::Ended(TurnUsage::default());
     }
     let catalog = Catalog::build(AgentMode::Agent, mcp);
@@ -73,7 +73,13 @@ pub async fn summarize_turn(
         s = summarizer.summary(transcript.entries()) => s,
     };
     if let Some(text) = text {
-        let entries = summarized(transcript.entries(), &text, &format!("{}:c0", t.request_id));
+        let id = format!("{}:c0", t.request_id);
+        let mut entries = summarized(transcript.entries(), &text, &id);
+        // The next turn's user message must not follow the summary's user message directly.
+        entries.push(Entry::new(
+            format!("{id}:ack"),
+            Message::text(Role::Assistant, "Understood. I will continue from this summary."),
+        ));
         transcript.replace(entries);
         let journal = Journal::new(deps.conversations.store().cloned(), &conversation.id, &t.request_id);
         journal.replace(transcript.entries(), now_ms());

@@ -12,6 +12,9 @@
 //! | `summarize_action` | compaction before the next model cycle |
 //! | anything else (`resume_action`, …) | ignored |
 //!
+//! A message batch the run (or, when it was already finalizing, the next run) accepted is
+//! echoed as `user_message_appended` (§4.6 case 6), so the client knows it was taken.
+//!
 //! cursor-protocol.md does not classify mid-run user messages itself: it says a separate
 //! conversation action is how the client cancels and injects context mid-run (§4.4), and that a
 //! new message while running is observed as `cancel_action{new_message_submitted}` followed by a
@@ -19,7 +22,8 @@
 //! injected user message is therefore context for the running task (insert), unless the client
 //! says it interrupted the pending tool calls for it (break). `prepend_user_messages` come first.
 
-use crate::cursor::protocol::agent::{self, conversation_action};
+use crate::cursor::protocol::agent::{self, conversation_action, interaction_update};
+use crate::cursor::protocol::events;
 use crate::model::{Entry, Message, Role};
 use crate::run::RunCommand;
 
@@ -69,4 +73,22 @@ pub fn classify(action: agent::ConversationAction, run_id: &str, seqno: u64) -> 
         Some(conversation_action::Action::SummarizeAction(_)) => Delivery::Summarize,
         Some(conversation_action::Action::ResumeAction(_)) | None => Delivery::Ignore,
     }
+}
+
+/// `user_message_appended` for an accepted entry.
+pub fn appended(entry: &Entry) -> agent::AgentServerMessage {
+    let text = entry
+        .message
+        .content
+        .iter()
+        .filter_map(|p| match p {
+            crate::model::Part::Text { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let message_id = entry.id.strip_prefix("user:").unwrap_or(&entry.id).to_owned();
+    events::update(interaction_update::Message::UserMessageAppended(agent::UserMessageAppendedUpdate {
+        user_message: Some(agent::UserMessage { text, message_id, ..Default::default() }),
+    }))
 }

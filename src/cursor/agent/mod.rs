@@ -33,18 +33,18 @@ use bytes::Bytes;
 use futures::FutureExt;
 use tokio::time::Instant;
 
+use crate::cursor::agent::delivery::Delivery;
 use crate::cursor::conversation::{Conversation, Conversations};
 use crate::cursor::protocol::agent::{self, AgentMode, agent_client_message, conversation_action};
 use crate::cursor::protocol::connect;
 use crate::cursor::protocol::events::{self, TurnUsage};
 use crate::cursor::tools::catalog::Catalog;
 use crate::cursor::tools::dispatch::{CursorTools, model_call_id};
-use crate::run::RunCommand;
 use crate::cursor::tools::exec::ExecChannel;
 use crate::cursor::transport::{Output, Transport};
 use crate::model::{Entry, ErrorInfo, Message, Role, RunStatus};
 use crate::provider::Gateway;
-use crate::cursor::agent::delivery::Delivery;
+use crate::run::RunCommand;
 use crate::run::{
     CancelReason, CommandResult, GatewayModel, Journal, RunEvent, RunObserver, RunPorts, RunSpec, Summarizer,
     command_channel,
@@ -155,8 +155,7 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     let journal = Journal::new(deps.conversations.store().cloned(), &conversation.id, &run_id);
     let (handle, inbox) = command_channel(&run_id, transcript.entries().iter().map(|e| e.id.as_str()));
     conversation.set_current(Some(handle.clone()));
-    let ports =
-        RunPorts { model: &model, tools: &tools, observer: &frames, compactor: &compactor, journal: &journal };
+    let ports = RunPorts { model: &model, tools: &tools, observer: &frames, compactor: &compactor, journal: &journal };
     let engine = crate::run::run(&spec, &mut transcript, initial, ports, inbox, &t.cancel);
     let mut engine = std::pin::pin!(AssertUnwindSafe(engine).catch_unwind());
     let mut inbox_open = true;
@@ -165,7 +164,7 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
             biased;
             r = &mut engine => break r,
             m = t.inbox.next(), if inbox_open => match m {
-                Some((seqno, data)) => route(seqno, &data, &exec, &conversation, &run_id, &compactor),
+                Some((seqno, data)) => route(seqno, &data, &exec, &t.output, &conversation, &run_id, &compactor),
                 None => inbox_open = false,
             },
         }
@@ -204,7 +203,15 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
 }
 
 /// Routes one client message that arrived during run `run_id`.
-fn route(seqno: u64, data: &Bytes, exec: &ExecChannel, conversation: &Conversation, run_id: &str, compactor: &Summarizer) {
+fn route(
+    seqno: u64,
+    data: &Bytes,
+    exec: &ExecChannel,
+    output: &Output,
+    conversation: &Conversation,
+    run_id: &str,
+    compactor: &Summarizer,
+) {
     let msg = match connect::decode_message::<agent::AgentClientMessage>(data) {
         Ok(m) => m,
         Err(e) => {
@@ -220,16 +227,21 @@ fn route(seqno: u64, data: &Bytes, exec: &ExecChannel, conversation: &Conversati
                 Delivery::Ignore => {}
                 Delivery::Summarize => compactor.requested.store(true, std::sync::atomic::Ordering::SeqCst),
                 Delivery::Command(cmd) => {
-                    let kind = match &cmd {
-                        RunCommand::InsertMessages(_) => "insert",
-                        RunCommand::BreakMessages(_) => "break",
-                        RunCommand::Cancel { .. } => "cancel",
+                    let (kind, batch) = match &cmd {
+                        RunCommand::InsertMessages(b) => ("insert", b.clone()),
+                        RunCommand::BreakMessages(b) => ("break", b.clone()),
+                        RunCommand::Cancel { .. } => ("cancel", Vec::new()),
                     };
                     let result = conversation.deliver(Some(run_id), cmd);
                     if result == CommandResult::StaleTarget {
                         tracing::debug!(seqno, kind, "conversation action for another run ignored");
-                    } else {
-                        tracing::info!(seqno, kind, ?result, "conversation action delivered to the run");
+                        return;
+                    }
+                    tracing::info!(seqno, kind, ?result, "conversation action delivered to the run");
+                    if result == CommandResult::Applied {
+                        for entry in &batch {
+                            output.publish(events::frame(&delivery::appended(entry), false));
+                        }
                     }
                 }
             }

@@ -149,9 +149,24 @@ impl Conn {
 
 /// Starts an engine whose `[agent]` table is `agent` (e.g. `exec_timeout = 2000`).
 pub async fn start(agent: &str) -> CursorSim {
+    start_with(agent, "").await
+}
+
+/// A model of the test config with a 1000-token context window (compaction tests).
+pub const SMALL_MODEL: &str = r#"
+[[models]]
+name = "small-model"
+provider = "oa"
+upstream = "gpt-4o-mini"
+context_window = 1000
+capabilities = { tools = true }
+"#;
+
+/// As [`start`], with `extra` (e.g. more `[[models]]`) appended to the config.
+pub async fn start_with(agent: &str, extra: &str) -> CursorSim {
     let mock = MockUpstream::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = config_text(&mock.url(), "") + "\n[agent]\n" + agent + "\n";
+    let config = config_text(&mock.url(), "") + "\n[agent]\n" + agent + "\n" + extra;
     let keyring = Arc::new(MemoryKeyring::default());
     let te = TestEngine::start_with_keyring(dir, &config, keyring.clone()).await;
     let conn = Conn::of(&te);
@@ -191,6 +206,10 @@ pub struct Turn {
     pub text: String,
     pub mode: agent::AgentMode,
     pub mcp_tools: Vec<agent::McpToolDefinition>,
+    /// The model the client picked (`oa-model` unless set).
+    pub model: String,
+    /// Send `summarize_action` as the run's action instead of the user message.
+    pub summarize: bool,
 }
 
 impl Turn {
@@ -202,7 +221,14 @@ impl Turn {
             text: text.into(),
             mode: agent::AgentMode::Agent,
             mcp_tools: Vec::new(),
+            model: "oa-model".into(),
+            summarize: false,
         }
+    }
+
+    /// A run request that asks to summarize (compact) the conversation.
+    pub fn summarize(request_id: &str, conversation_id: &str) -> Turn {
+        Turn { summarize: true, ..Turn::new(request_id, conversation_id, "") }
     }
 }
 
@@ -221,6 +247,8 @@ pub enum Act {
     Late { heartbeats: u32, gap: Duration },
     /// Answer with this message instead.
     Reply(exec_client_message::Message),
+    /// Execute it once the semaphore gives a permit (the test decides when).
+    After(Arc<tokio::sync::Semaphore>),
 }
 
 pub type Policy = Arc<dyn Fn(&agent::ExecServerMessage) -> Act + Send + Sync>;
@@ -311,12 +339,14 @@ impl Seen {
     }
 }
 
-/// A run in progress: the reader task answers execs; the test may cancel.
+/// A run in progress: the reader task answers execs; the test may cancel, send follow-up
+/// actions, and wait until the client has seen something.
 pub struct Run {
     request_id: String,
     seq: Arc<AtomicU64>,
     conn: Conn,
     task: tokio::task::JoinHandle<Seen>,
+    progress: tokio::sync::watch::Receiver<Vec<agent::AgentServerMessage>>,
 }
 
 impl CursorSim {
@@ -336,8 +366,9 @@ impl CursorSim {
         let first = seq.fetch_add(1, Ordering::SeqCst);
         self.conn.append(&turn.request_id, first, &run_request(turn, &self.ws.root_str()).encode_to_vec()).await;
         let (conn, ws, id, s) = (self.conn.clone(), self.ws.clone(), turn.request_id.clone(), seq.clone());
-        let task = tokio::spawn(async move { drive(resp.into_body(), conn, ws, id, s, policy).await });
-        Run { request_id: turn.request_id.clone(), seq, conn: self.conn.clone(), task }
+        let (tx, progress) = tokio::sync::watch::channel(Vec::new());
+        let task = tokio::spawn(async move { drive(resp.into_body(), conn, ws, id, s, policy, tx).await });
+        Run { request_id: turn.request_id.clone(), seq, conn: self.conn.clone(), task, progress }
     }
 
     /// A whole turn with every exec executed.
@@ -364,6 +395,40 @@ impl Run {
         .await;
     }
 
+    /// A follow-up user message sent while the run works (`conversation_action` with a
+    /// `user_message_action`); `interrupt` marks the pending tool calls as interrupted for it.
+    pub async fn user_message(&self, message_id: &str, text: &str, interrupt: bool) {
+        self.send(agent_client_message::Message::ConversationAction(agent::ConversationAction {
+            action: Some(agent::conversation_action::Action::UserMessageAction(agent::UserMessageAction {
+                user_message: Some(agent::UserMessage {
+                    text: text.into(),
+                    message_id: message_id.into(),
+                    mode: agent::AgentMode::Agent as i32,
+                    ..Default::default()
+                }),
+                interrupted_pending_tool_call_resolutions: interrupt.then(Vec::new),
+                ..Default::default()
+            })),
+            ..Default::default()
+        }))
+        .await;
+    }
+
+    /// The summarize action, sent while the run works.
+    pub async fn summarize(&self) {
+        self.send(agent_client_message::Message::ConversationAction(agent::ConversationAction {
+            action: Some(agent::conversation_action::Action::SummarizeAction(agent::SummarizeAction {})),
+            ..Default::default()
+        }))
+        .await;
+    }
+
+    /// Waits until the server messages seen so far (heartbeats excluded) satisfy `done`.
+    pub async fn wait_for(&mut self, done: impl Fn(&[agent::AgentServerMessage]) -> bool) {
+        let wait = self.progress.wait_for(|msgs| done(msgs));
+        tokio::time::timeout(TIMEOUT, wait).await.expect("the awaited frame in time").expect("reader alive");
+    }
+
     /// Waits for the run's end-stream and returns what the client saw.
     pub async fn finish(self) -> Seen {
         tokio::time::timeout(TIMEOUT * 2, self.task).await.expect("the run ends").expect("reader task")
@@ -371,6 +436,19 @@ impl Run {
 }
 
 pub fn run_request(turn: &Turn, workspace: &str) -> agent::AgentClientMessage {
+    let mut msg = user_run_request(turn, workspace);
+    if turn.summarize
+        && let Some(agent_client_message::Message::RunRequest(r)) = &mut msg.message
+    {
+        r.action = Some(agent::ConversationAction {
+            action: Some(agent::conversation_action::Action::SummarizeAction(agent::SummarizeAction {})),
+            ..Default::default()
+        });
+    }
+    msg
+}
+
+fn user_run_request(turn: &Turn, workspace: &str) -> agent::AgentClientMessage {
     agent::AgentClientMessage {
         message: Some(agent_client_message::Message::RunRequest(agent::AgentRunRequest {
             action: Some(agent::ConversationAction {
@@ -394,7 +472,7 @@ pub fn run_request(turn: &Turn, workspace: &str) -> agent::AgentClientMessage {
                 })),
                 ..Default::default()
             }),
-            requested_model: Some(agent::RequestedModel { model_id: "oa-model".into(), ..Default::default() }),
+            requested_model: Some(agent::RequestedModel { model_id: turn.model.clone(), ..Default::default() }),
             mcp_tools: Some(agent::McpTools { mcp_tools: turn.mcp_tools.clone() }),
             conversation_id: Some(turn.conversation_id.clone()),
             ..Default::default()
@@ -425,6 +503,7 @@ async fn drive(
     request_id: String,
     seq: Arc<AtomicU64>,
     policy: Policy,
+    progress: tokio::sync::watch::Sender<Vec<agent::AgentServerMessage>>,
 ) -> Seen {
     let mut dec = EnvelopeDecoder::new(true);
     let mut seen = Seen::default();
@@ -446,6 +525,7 @@ async fn drive(
             continue;
         }
         seen.msgs.push(m.clone());
+        progress.send_modify(|p| p.push(m.clone()));
         match m.message {
             Some(agent_server_message::Message::ExecServerControlMessage(agent::ExecServerControlMessage {
                 message: Some(exec_server_control_message::Message::Abort(a)),
@@ -509,6 +589,10 @@ async fn answer(
             ws.execute(&x).await
         }
         Act::Run => ws.execute(&x).await,
+        Act::After(gate) => {
+            gate.acquire().await.expect("gate open").forget();
+            ws.execute(&x).await
+        }
     };
     for reply in replies {
         send(agent_client_message::Message::ExecClientMessage(agent::ExecClientMessage {
@@ -602,6 +686,8 @@ impl Workspace {
             Q::LsArgs(a) => vec![R::LsResult(self.ls_exec(&a))],
             Q::ShellStreamArgs(a) | Q::ShellArgs(a) => self.shell_exec(&a).await,
             Q::McpArgs(a) => vec![R::McpResult(mcp_exec(&a))],
+            Q::DiagnosticsArgs(a) => vec![R::DiagnosticsResult(self.diagnostics_exec(&a))],
+            Q::FetchArgs(a) => vec![R::FetchResult(fetch_exec(&a))],
         }
     }
 
@@ -813,6 +899,53 @@ impl Workspace {
         msgs.push(ev(E::Exit(agent::ShellStreamExit { code, cwd: a.working_directory.clone(), aborted: false })));
         msgs
     }
+}
+
+impl Workspace {
+    /// The simulated language server: a file containing `FIXME` has one warning per such line.
+    fn diagnostics_exec(&self, a: &agent::DiagnosticsArgs) -> agent::DiagnosticsResult {
+        use agent::diagnostics_result::Result as R;
+        let result = match self.inside(&a.path) {
+            None => R::Rejected(agent::PathReason { path: a.path.clone(), reason: "outside the workspace".into() }),
+            Some(p) => match std::fs::read_to_string(&p) {
+                Err(_) => R::FileNotFound(agent::PathOnly { path: a.path.clone() }),
+                Ok(text) => {
+                    let diagnostics: Vec<agent::Diagnostic> = text
+                        .lines()
+                        .filter(|l| l.contains("FIXME"))
+                        .map(|l| agent::Diagnostic {
+                            severity: 2,
+                            message: format!("unresolved FIXME: {}", l.trim()),
+                            source: "sim-lint".into(),
+                            ..Default::default()
+                        })
+                        .collect();
+                    R::Success(agent::DiagnosticsSuccess {
+                        path: a.path.clone(),
+                        total_diagnostics: i32::try_from(diagnostics.len()).expect("n"),
+                        diagnostics,
+                    })
+                }
+            },
+        };
+        agent::DiagnosticsResult { result: Some(result) }
+    }
+}
+
+/// The simulated web: `https://example.test/…` answers a fixed page, everything else fails.
+fn fetch_exec(a: &agent::FetchArgs) -> agent::FetchResult {
+    use agent::fetch_result::Result as R;
+    let result = if a.url.starts_with("https://example.test/") {
+        R::Success(agent::FetchSuccess {
+            url: a.url.clone(),
+            content: format!("<html><body>page at {}</body></html>", a.url),
+            status_code: 200,
+            content_type: "text/html".into(),
+        })
+    } else {
+        R::Error(agent::FetchError { url: a.url.clone(), error: "no network in the simulator".into() })
+    };
+    agent::FetchResult { result: Some(result) }
 }
 
 /// The simulated MCP server: `echo` returns its arguments as text plus a 1-pixel PNG.
