@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::cursor::protocol::agent::TodoItem;
+use crate::cursor::tools::todos::TodoList;
 use crate::model::Entry;
 use crate::run::{CommandResult, RunCommand, RunHandle, Transcript};
 use crate::store::Store;
@@ -35,7 +36,8 @@ pub struct Conversation {
     current: Mutex<Option<RunHandle>>,
     /// Messages delivered too late for their run; the next run starts with them.
     pending: Mutex<Vec<Entry>>,
-    todos: Mutex<Vec<TodoItem>>,
+    /// The todo list the `todo_write` tool keeps.
+    pub todo_list: Arc<TodoList>,
 }
 
 impl Conversation {
@@ -45,7 +47,7 @@ impl Conversation {
             transcript: tokio::sync::Mutex::new(transcript),
             current: Mutex::new(None),
             pending: Mutex::default(),
-            todos: Mutex::default(),
+            todo_list: Arc::default(),
         }
     }
 
@@ -86,13 +88,12 @@ impl Conversation {
 
     /// The conversation's todo list (server-side; checkpoints serialize it).
     pub fn todos(&self) -> Vec<TodoItem> {
-        self.todos.lock().map(|t| t.clone()).unwrap_or_default()
+        self.todo_list.get()
     }
 
+    /// Restores the list (e.g. from a checkpoint).
     pub fn set_todos(&self, todos: Vec<TodoItem>) {
-        if let Ok(mut t) = self.todos.lock() {
-            *t = todos;
-        }
+        self.todo_list.set(todos);
     }
 
     /// A conversation that is not registered (no conversation id: nothing to continue).

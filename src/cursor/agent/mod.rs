@@ -141,7 +141,13 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         template: crate::model::Request::default(),
     };
     let exec = ExecChannel::new(t.output.clone(), deps.options.exec_timeout);
-    let tools = CursorTools { catalog: catalog.clone(), exec: exec.clone(), output: t.output.clone(), workspace };
+    let tools = CursorTools {
+        catalog: catalog.clone(),
+        exec: exec.clone(),
+        output: t.output.clone(),
+        workspace,
+        todos: conversation.todo_list.clone(),
+    };
     let frames = Frames::new(t.output.clone(), catalog, &run_id);
     let model = GatewayModel { gateway: deps.gateway.clone(), dialect: "cursor", client: "cursor".to_owned() };
     let compactor = Summarizer {

@@ -10,13 +10,17 @@
 //!   `tool_call_completed`, call id = exec id = the model's tool call id) and the result text the
 //!   model sees.
 //! - [`edit`]: before/after, lines added and removed, and the unified diff of an edit card.
+//! - [`todos`]: the conversation's server-side todo list and the `todo_write` tool.
+//! - [`inspect`]: the diagnostics (`read_lints`) and fetch (`fetch_url`) exec tools.
 //! - [`json`]: JSON ↔ `google.protobuf.Value` (MCP arguments and schemas).
 
 pub mod catalog;
 pub mod dispatch;
 pub mod edit;
 pub mod exec;
+pub mod inspect;
 pub mod json;
+pub mod todos;
 
 #[cfg(test)]
 mod tests;
