@@ -10,7 +10,9 @@
 //! - with `--proxy-handshakes N`, the intercepting proxy (see `proxy.rs`): TLS handshakes per
 //!   second and their latency through the proxy with a cached leaf (the first, minting handshake
 //!   reported apart), and the latency a proxied request adds over a direct one to the same local
-//!   HTTPS upstream. `--proxy-only` runs just that phase.
+//!   HTTPS upstream. `--proxy-only` runs just that phase;
+//! - with `--agent-turns N`, the agent loop (see `agent.rs`): time per tool round of 20-tool-call
+//!   turns on the run engine and memory per open conversation. `--agent-only` runs just that.
 //!
 //! Everything (mock, engine, load generator) shares one process and one tokio runtime, and talks
 //! over 127.0.0.1 only. Every phase is bounded; the run ends by itself.
@@ -18,8 +20,10 @@
 //! ```text
 //! cargo run --release -p keyhaven-bench -- --rate 500 --duration 10s --warmup 2s
 //! cargo run --release -p keyhaven-bench -- --proxy-only --proxy-handshakes 2000 --proxy-requests 5000
+//! cargo run --release -p keyhaven-bench -- --agent-only --agent-turns 200
 //! ```
 
+mod agent;
 mod load;
 mod mock;
 mod proxy;
@@ -88,6 +92,16 @@ struct Args {
     /// Run only the proxy phase (needs `--proxy-handshakes`).
     #[arg(long)]
     proxy_only: bool,
+    /// 20-tool-call agent turns on the run engine per measurement (see `agent.rs`); 0 skips the
+    /// agent phase.
+    #[arg(long, default_value_t = 0)]
+    agent_turns: u32,
+    /// Conversations kept open for the agent phase's memory measurement.
+    #[arg(long, default_value_t = 500)]
+    agent_conversations: u32,
+    /// Run only the agent phase (needs `--agent-turns`).
+    #[arg(long)]
+    agent_only: bool,
 }
 
 /// `10s`, `250ms`, `2m`, or a bare number of seconds.
@@ -152,6 +166,12 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     anyhow::ensure!(args.rate > 0, "--rate must be positive");
     anyhow::ensure!(!args.proxy_only || args.proxy_handshakes > 0, "--proxy-only needs --proxy-handshakes N");
+    anyhow::ensure!(!args.agent_only || args.agent_turns > 0, "--agent-only needs --agent-turns N");
+    if args.agent_only {
+        let report = agent::phase(args.agent_turns, args.agent_conversations, rss_kib).await?;
+        std::io::stdout().write_all(report.as_bytes()).context("writing the report")?;
+        return Ok(());
+    }
     if args.proxy_only {
         let report = proxy_phase(&args).await?;
         std::io::stdout().write_all(report.as_bytes()).context("writing the report")?;
@@ -240,6 +260,9 @@ async fn main() -> anyhow::Result<()> {
     let mut report = render(&args, &d, &k, &k_off, ds.as_ref().zip(ks.as_ref()), &mem, recorded, dropped, drained)?;
     if args.proxy_handshakes > 0 {
         report.push_str(&proxy_phase(&args).await?);
+    }
+    if args.agent_turns > 0 {
+        report.push_str(&agent::phase(args.agent_turns, args.agent_conversations, rss_kib).await?);
     }
     std::io::stdout().write_all(report.as_bytes()).context("writing the report")?;
     Ok(())
