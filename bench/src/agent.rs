@@ -83,7 +83,13 @@ async fn turn(store: Option<&Arc<Store>>, conversation_id: &str, transcript: &mu
     let journal = Journal::new(store.cloned(), conversation_id, &run_id);
     let (_handle, inbox) = command_channel(&run_id, []);
     let cancel = CancellationToken::new();
-    let ports = RunPorts { model: &MockModel, tools: &InstantTools, observer: &(), compactor: &NoCompaction, journal: &journal };
+    let ports = RunPorts {
+        model: &MockModel,
+        tools: &InstantTools,
+        observer: &(),
+        compactor: &NoCompaction,
+        journal: &journal,
+    };
     let initial = vec![
         Entry::new(format!("{conversation_id}-sys"), Message::text(Role::System, "You are a coding agent.")),
         Entry::new(format!("{conversation_id}-u"), Message::text(Role::User, "Read all twenty files.")),
