@@ -472,27 +472,36 @@ impl Engine<'_, '_> {
         }
     }
 
-    /// After a provider error, leaves the transcript well formed for the next turn: when it does
-    /// not end with an assistant message (the user's message or tool results went unanswered),
-    /// an assistant note saying the call failed is appended, so the next user message never
+    /// After a provider error or a cancellation, leaves the transcript well formed for the next
+    /// turn: when it does not end with an assistant message (the user's message or tool results
+    /// went unanswered), an assistant note saying why is appended, so the next user message never
     /// follows another user message and the prefix stays append-only.
-    fn note_provider_error(&mut self, error: &ErrorInfo) {
+    fn note_unanswered(&mut self, ending: &Ending) {
         if self.transcript.entries().last().is_none_or(|e| e.message.role == Role::Assistant) {
             return;
         }
-        let text = format!(
-            "(No answer: the model call failed with a provider error ({}): {})",
-            error.kind.as_str(),
-            error.message
-        );
-        self.append(Entry::new(format!("{}:error", self.spec.run_id), Message::text(Role::Assistant, text)));
+        let (id, text) = match ending {
+            Ending::ProviderError(error) => (
+                "error",
+                format!(
+                    "(No answer: the model call failed with a provider error ({}): {})",
+                    error.kind.as_str(),
+                    error.message
+                ),
+            ),
+            Ending::Canceled(CancelReason::Client(_)) => {
+                ("stopped", "(No answer: the user stopped this turn.)".to_owned())
+            }
+            Ending::Canceled(CancelReason::Shutdown) => {
+                ("stopped", "(No answer: the turn was interrupted when Keyhaven stopped.)".to_owned())
+            }
+            Ending::Completed { .. } => return,
+        };
+        self.append(Entry::new(format!("{}:{id}", self.spec.run_id), Message::text(Role::Assistant, text)));
     }
 
     async fn finalize(mut self, ending: Ending) -> RunOutcome {
-        if let Ending::ProviderError(e) = &ending {
-            let e = e.clone();
-            self.note_provider_error(&e);
-        }
+        self.note_unanswered(&ending);
         self.inbox.set_phase(FINALIZING);
         // Commands that arrived too late: insertions go back to the front end.
         while let Ok(cmd) = self.inbox.rx.try_recv() {

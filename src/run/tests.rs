@@ -475,7 +475,8 @@ async fn a_cancel_during_tools_aborts_them_and_writes_interrupted_results() {
     .await;
     assert_eq!(out.status, RunStatus::Canceled);
     assert!(stuck.dropped.load(Ordering::SeqCst), "the unfinished tool futures are dropped");
-    assert_eq!(roles(&t), vec![Role::User, Role::Assistant, Role::Tool]);
+    assert_eq!(roles(&t), vec![Role::User, Role::Assistant, Role::Tool, Role::Assistant]);
+    assert_eq!(t.entries()[3].id, "r1:stopped", "a note closes the stopped turn");
     let results = tool_results(&t.entries()[2]);
     assert!(results.iter().all(|(_, text, err)| *err && text.starts_with("Interrupted")), "{results:?}");
     assert_eq!(results.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), vec!["c1", "c2"]);

@@ -54,6 +54,10 @@ async fn cancel_during_tools_aborts_the_execs_and_the_next_turn_sees_interrupted
         .find(|m| m["role"] == "tool" && m["tool_call_id"] == "c-sh")
         .expect("the shell call has a result");
     assert!(tool.to_string().contains("Interrupted"), "{tool}");
+    // The stopped turn is closed by an assistant note: no two user messages in a row.
+    let roles = roles(last);
+    assert_eq!(roles, vec!["system", "user", "assistant", "tool", "tool", "assistant", "user"]);
+    assert!(last["messages"][5]["content"].to_string().contains("stopped"), "{}", last["messages"][5]);
     s.te.stop().await;
 }
 
