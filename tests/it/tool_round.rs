@@ -113,7 +113,7 @@ async fn every_client_tool_runs_against_the_workspace() {
     assert!(step4.last().expect("shell result").1.contains("Exit code: 3"), "{step4:?}");
     // Tools are offered on every step, the same list each time.
     assert_eq!(seen_up[0].body["tools"], seen_up[3].body["tools"]);
-    assert_eq!(seen_up[0].body["tools"].as_array().expect("tools").len(), 11);
+    assert_eq!(seen_up[0].body["tools"].as_array().expect("tools").len(), 12);
 
     // Every model call is a recorded call of client `cursor`; the run and its rounds are stored.
     let calls = s.te.wait_calls(4).await;
@@ -192,13 +192,22 @@ async fn ask_mode_offers_only_read_only_tools() {
         .collect();
     assert_eq!(
         names,
-        vec!["read_file", "grep", "glob_file_search", "list_dir", "todo_write", "read_lints", "fetch_url"]
+        vec![
+            "read_file",
+            "grep",
+            "glob_file_search",
+            "list_dir",
+            "todo_write",
+            "read_lints",
+            "fetch_url",
+            "web_search"
+        ]
     );
     s.te.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn todos_stay_server_side_and_diagnostics_and_fetch_run_on_the_client() {
+async fn todos_stay_server_side_diagnostics_and_fetch_run_on_the_client_and_search_needs_a_provider() {
     let s = cursor_client::start("").await;
     s.ws.write("src/lib.rs", "fn a() {}\n// FIXME: handle errors\n");
     s.mock.push(Reply::sse(&oa_tools(&[
@@ -211,6 +220,7 @@ async fn todos_stay_server_side_and_diagnostics_and_fetch_run_on_the_client() {
         ("c-lint", "read_lints", json!({"path": "src/lib.rs"})),
         ("c-fetch", "fetch_url", json!({"url": "https://example.test/docs"})),
         ("c-offline", "fetch_url", json!({"url": "https://elsewhere.test/"})),
+        ("c-search", "web_search", json!({"query": "keyhaven"})),
     ])));
     s.mock.push(Reply::sse(&oa_tools(&[(
         "c-todo2",
@@ -253,6 +263,12 @@ async fn todos_stay_server_side_and_diagnostics_and_fetch_run_on_the_client() {
     assert!(result(1, "c-lint").contains("unresolved FIXME"), "{}", result(1, "c-lint"));
     assert!(result(1, "c-fetch").contains("page at https://example.test/docs"), "{}", result(1, "c-fetch"));
     assert!(result(1, "c-offline").contains("no network in the simulator"), "{}", result(1, "c-offline"));
+    // No search provider: no approval is asked, and the model is told search is unavailable.
+    assert!(result(1, "c-search").contains("Web search is unavailable"), "{}", result(1, "c-search"));
+    assert!(
+        !seen.msgs.iter().any(|m| matches!(m.message, Some(agent::agent_server_message::Message::InteractionQuery(_))))
+    );
+    assert_eq!(seen.call_sequence("c-search"), vec!["partial", "started", "completed"]);
     assert!(result(2, "c-todo2").contains("[completed] 1: fix lints"), "{}", result(2, "c-todo2"));
     s.te.stop().await;
 }

@@ -41,6 +41,7 @@ use crate::cursor::protocol::events::{self, TurnUsage};
 use crate::cursor::tools::catalog::Catalog;
 use crate::cursor::tools::dispatch::{CursorTools, model_call_id};
 use crate::cursor::tools::exec::ExecChannel;
+use crate::cursor::tools::query::QueryChannel;
 use crate::cursor::transport::{Output, Transport};
 use crate::model::{Entry, ErrorInfo, Message, Role, RunStatus};
 use crate::provider::Gateway;
@@ -82,6 +83,8 @@ pub struct AgentDeps<'a> {
     pub gateway: &'a Arc<Gateway>,
     pub conversations: &'a Conversations,
     pub options: AgentOptions,
+    /// The web search provider (`None`: the model is told search is unavailable).
+    pub search: Option<Arc<dyn crate::search::SearchProvider>>,
 }
 
 /// Runs one turn for `run` (whose model resolved to `model_name`) on transport `t`.
@@ -141,12 +144,15 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         template: crate::model::Request::default(),
     };
     let exec = ExecChannel::new(t.output.clone(), deps.options.exec_timeout);
+    let queries = QueryChannel::new(t.output.clone());
     let tools = CursorTools {
         catalog: catalog.clone(),
         exec: exec.clone(),
         output: t.output.clone(),
         workspace,
         todos: conversation.todo_list.clone(),
+        queries: queries.clone(),
+        search: deps.search.clone(),
     };
     let frames = Frames::new(t.output.clone(), catalog, &run_id);
     let model = GatewayModel { gateway: deps.gateway.clone(), dialect: "cursor", client: "cursor".to_owned() };
@@ -170,7 +176,7 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
             biased;
             r = &mut engine => break r,
             m = t.inbox.next(), if inbox_open => match m {
-                Some((seqno, data)) => route(seqno, &data, &exec, &t.output, &conversation, &run_id, &compactor),
+                Some((seqno, data)) => route(seqno, &data, &Channels { exec: &exec, queries: &queries, output: &t.output }, &conversation, &run_id, &compactor),
                 None => inbox_open = false,
             },
         }
@@ -209,11 +215,17 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
 }
 
 /// Routes one client message that arrived during run `run_id`.
+/// Where a run's client messages go.
+struct Channels<'a> {
+    exec: &'a ExecChannel,
+    queries: &'a QueryChannel,
+    output: &'a Output,
+}
+
 fn route(
     seqno: u64,
     data: &Bytes,
-    exec: &ExecChannel,
-    output: &Output,
+    ch: &Channels<'_>,
     conversation: &Conversation,
     run_id: &str,
     compactor: &Summarizer,
@@ -226,8 +238,9 @@ fn route(
         }
     };
     match msg.message {
-        Some(agent_client_message::Message::ExecClientMessage(m)) => exec.deliver(m),
-        Some(agent_client_message::Message::ExecClientControlMessage(c)) => exec.control(c),
+        Some(agent_client_message::Message::ExecClientMessage(m)) => ch.exec.deliver(m),
+        Some(agent_client_message::Message::ExecClientControlMessage(c)) => ch.exec.control(c),
+        Some(agent_client_message::Message::InteractionResponse(r)) => ch.queries.deliver(r),
         Some(agent_client_message::Message::ConversationAction(action)) => {
             match delivery::classify(action, run_id, seqno) {
                 Delivery::Ignore => {}
@@ -246,7 +259,7 @@ fn route(
                     tracing::info!(seqno, kind, ?result, "conversation action delivered to the run");
                     if result == CommandResult::Applied {
                         for entry in &batch {
-                            output.publish(events::frame(&delivery::appended(entry), false));
+                            ch.output.publish(events::frame(&delivery::appended(entry), false));
                         }
                     }
                 }

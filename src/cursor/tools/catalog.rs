@@ -32,6 +32,8 @@ pub enum ToolKind {
     Todos,
     Diagnostics,
     Fetch,
+    /// Server-side search after the user's approval.
+    WebSearch,
     /// Index into [`Catalog::mcp`].
     Mcp(usize),
 }
@@ -48,7 +50,7 @@ impl ToolKind {
 
     /// Offered in every mode (ask, plan, …), not only in agent mode.
     pub fn any_mode(self) -> bool {
-        self.read_only() || self == ToolKind::Todos
+        self.read_only() || matches!(self, ToolKind::Todos | ToolKind::WebSearch)
     }
 }
 
@@ -63,6 +65,7 @@ pub const DELETE: &str = "delete_file";
 pub const TODOS: &str = "todo_write";
 pub const DIAGNOSTICS: &str = "read_lints";
 pub const FETCH: &str = "fetch_url";
+pub const WEB_SEARCH: &str = "web_search";
 
 fn builtins() -> Vec<(ToolKind, &'static str, &'static str, Value)> {
     vec![
@@ -182,6 +185,14 @@ fn builtins() -> Vec<(ToolKind, &'static str, &'static str, Value)> {
                 "url": {"type": "string", "description": "The http(s) URL."}
             }, "required": ["url"]}),
         ),
+        (
+            ToolKind::WebSearch,
+            WEB_SEARCH,
+            "Search the web (the user approves each search). Returns titles, URLs and snippets.",
+            json!({"type": "object", "properties": {
+                "query": {"type": "string", "description": "The search terms."}
+            }, "required": ["query"]}),
+        ),
     ]
 }
 
@@ -267,6 +278,7 @@ impl Catalog {
             ToolKind::Todos => tool_call::Tool::UpdateTodosToolCall(agent::UpdateTodosToolCall::default()),
             ToolKind::Diagnostics => tool_call::Tool::ReadLintsToolCall(agent::ReadLintsToolCall::default()),
             ToolKind::Fetch => tool_call::Tool::FetchToolCall(agent::FetchToolCall::default()),
+            ToolKind::WebSearch => tool_call::Tool::WebSearchToolCall(agent::WebSearchToolCall::default()),
             ToolKind::Mcp(_) => tool_call::Tool::McpToolCall(agent::McpToolCall::default()),
         };
         Some(agent::ToolCall { tool: Some(tool) })

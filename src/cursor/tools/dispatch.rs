@@ -26,10 +26,12 @@ use crate::cursor::tools::catalog::{Catalog, ToolKind};
 use crate::cursor::tools::edit::{self, EditSummary};
 use crate::cursor::tools::exec::{ExecChannel, ExecError, ExecEvent};
 use crate::cursor::tools::json;
+use crate::cursor::tools::query::QueryChannel;
 use crate::cursor::tools::todos::TodoList;
 use crate::cursor::transport::Output;
 use crate::model::{ImageSource, Part};
 use crate::run::{ToolCall, ToolContext, ToolHost, ToolOutput};
+use crate::search::SearchProvider;
 
 /// The most characters of one tool result the model sees.
 const MAX_RESULT_CHARS: usize = 60_000;
@@ -51,6 +53,10 @@ pub struct CursorTools {
     pub workspace: Option<String>,
     /// The conversation's todo list (server-side).
     pub todos: Arc<TodoList>,
+    /// Approval requests to the UI.
+    pub queries: Arc<QueryChannel>,
+    /// The web search provider, if one is configured.
+    pub search: Option<Arc<dyn SearchProvider>>,
 }
 
 /// One call being executed.
@@ -198,6 +204,10 @@ impl ToolHost for CursorTools {
                 },
                 ToolKind::Fetch => match args(&call) {
                     Ok(a) => self.fetch(c, a).await,
+                    Err(e) => e,
+                },
+                ToolKind::WebSearch => match args(&call) {
+                    Ok(a) => self.web_search(c, a).await,
                     Err(e) => e,
                 },
                 ToolKind::Mcp(i) => self.mcp(c, i, &call).await,

@@ -530,6 +530,29 @@ async fn drive(
             Some(agent_server_message::Message::ExecServerControlMessage(agent::ExecServerControlMessage {
                 message: Some(exec_server_control_message::Message::Abort(a)),
             })) => seen.aborts.push(a.id),
+            Some(agent_server_message::Message::InteractionQuery(q)) => {
+                // The user approves every approval request.
+                let (conn, id, seq) = (conn.clone(), request_id.clone(), seq.clone());
+                tasks.push(tokio::spawn(async move {
+                    let result = match q.query {
+                        Some(agent::interaction_query::Query::WebSearchRequestQuery(_)) | None => {
+                            agent::interaction_response::Result::WebSearchRequestResponse(
+                                agent::WebSearchRequestResponse {
+                                    result: Some(agent::web_search_request_response::Result::Approved(
+                                        agent::WebSearchApproved {},
+                                    )),
+                                },
+                            )
+                        }
+                    };
+                    let msg = agent_client_message::Message::InteractionResponse(agent::InteractionResponse {
+                        id: q.id,
+                        result: Some(result),
+                    });
+                    let seqno = seq.fetch_add(1, Ordering::SeqCst);
+                    conn.append(&id, seqno, &agent::AgentClientMessage { message: Some(msg) }.encode_to_vec()).await;
+                }));
+            }
             Some(agent_server_message::Message::ExecServerMessage(x)) => {
                 // Like the IDE, execs are handled concurrently.
                 let (conn, ws, id, seq, act) = (conn.clone(), ws.clone(), request_id.clone(), seq.clone(), policy(&x));

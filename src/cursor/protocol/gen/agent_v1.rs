@@ -184,20 +184,82 @@ pub struct ExecAbort {
     #[prost(uint32, tag = "1")]
     pub id: u32,
 }
-/// KV blobs and interaction queries are filled in by a later part (§4.9, §4.10).
+/// KV blobs are filled in by a later part (§4.9).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct KvClientMessage {}
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct KvServerMessage {}
-#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+/// Interaction queries (§4.10): the server asks the UI for approval; the response has the same id
+/// and case number. Only web search approval is declared so far.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct InteractionQuery {
     #[prost(uint32, tag = "1")]
     pub id: u32,
+    #[prost(oneof = "interaction_query::Query", tags = "2")]
+    pub query: ::core::option::Option<interaction_query::Query>,
 }
-#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+/// Nested message and enum types in `InteractionQuery`.
+pub mod interaction_query {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Query {
+        #[prost(message, tag = "2")]
+        WebSearchRequestQuery(super::WebSearchRequestQuery),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct InteractionResponse {
     #[prost(uint32, tag = "1")]
     pub id: u32,
+    #[prost(oneof = "interaction_response::Result", tags = "2")]
+    pub result: ::core::option::Option<interaction_response::Result>,
+}
+/// Nested message and enum types in `InteractionResponse`.
+pub mod interaction_response {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "2")]
+        WebSearchRequestResponse(super::WebSearchRequestResponse),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WebSearchArgs {
+    #[prost(string, tag = "1")]
+    pub search_term: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub tool_call_id: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WebSearchRequestQuery {
+    #[prost(message, optional, tag = "1")]
+    pub args: ::core::option::Option<WebSearchArgs>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WebSearchRequestResponse {
+    #[prost(oneof = "web_search_request_response::Result", tags = "1, 2")]
+    pub result: ::core::option::Option<web_search_request_response::Result>,
+}
+/// Nested message and enum types in `WebSearchRequestResponse`.
+pub mod web_search_request_response {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Approved(super::WebSearchApproved),
+        #[prost(message, tag = "2")]
+        Rejected(super::WebSearchRejected),
+    }
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WebSearchApproved {}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WebSearchRejected {
+    #[prost(string, tag = "1")]
+    pub reason: ::prost::alloc::string::String,
+}
+/// The web search card; its result shape is not in the reference, so only the arguments travel.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WebSearchToolCall {
+    #[prost(message, optional, tag = "1")]
+    pub args: ::core::option::Option<WebSearchArgs>,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct ShellArgs {
@@ -854,7 +916,7 @@ pub struct JsonList {
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ToolCall {
-    #[prost(oneof = "tool_call::Tool", tags = "1, 3, 4, 5, 8, 12, 9, 13, 14, 15, 24")]
+    #[prost(oneof = "tool_call::Tool", tags = "1, 3, 4, 5, 8, 12, 9, 13, 14, 15, 18, 24")]
     pub tool: ::core::option::Option<tool_call::Tool>,
 }
 /// Nested message and enum types in `ToolCall`.
@@ -881,6 +943,8 @@ pub mod tool_call {
         ReadLintsToolCall(super::ReadLintsToolCall),
         #[prost(message, tag = "15")]
         McpToolCall(super::McpToolCall),
+        #[prost(message, tag = "18")]
+        WebSearchToolCall(super::WebSearchToolCall),
         #[prost(message, tag = "24")]
         FetchToolCall(super::FetchToolCall),
     }
