@@ -11,6 +11,7 @@ pub mod pricing;
 pub mod provider;
 pub mod proxy;
 pub mod run;
+pub mod search;
 pub mod secrets;
 pub mod setup;
 pub mod store;

@@ -14,6 +14,8 @@
 //! - with `--cursor-turns N`, the Cursor backend (see `cursor.rs`): time from the seq-0
 //!   BidiAppend to the first `text_delta` on RunSSE, through the proxy, against the mock's own
 //!   time to first token. `--cursor-only` runs just that phase.
+//! - with `--agent-turns N`, the agent loop (see `agent.rs`): time per tool round of 20-tool-call
+//!   turns on the run engine and memory per open conversation. `--agent-only` runs just that.
 //!
 //! Everything (mock, engine, load generator) shares one process and one tokio runtime, and talks
 //! over 127.0.0.1 only. Every phase is bounded; the run ends by itself.
@@ -22,8 +24,10 @@
 //! cargo run --release -p keyhaven-bench -- --rate 500 --duration 10s --warmup 2s
 //! cargo run --release -p keyhaven-bench -- --proxy-only --proxy-handshakes 2000 --proxy-requests 5000
 //! cargo run --release -p keyhaven-bench -- --cursor-only --cursor-turns 500 [--upstream-latency 20ms]
+//! cargo run --release -p keyhaven-bench -- --agent-only --agent-turns 200
 //! ```
 
+mod agent;
 mod cursor;
 mod load;
 mod mock;
@@ -99,6 +103,16 @@ struct Args {
     /// Run only the Cursor phase (needs `--cursor-turns`).
     #[arg(long)]
     cursor_only: bool,
+    /// 20-tool-call agent turns on the run engine per measurement (see `agent.rs`); 0 skips the
+    /// agent phase.
+    #[arg(long, default_value_t = 0)]
+    agent_turns: u32,
+    /// Conversations kept open for the agent phase's memory measurement.
+    #[arg(long, default_value_t = 500)]
+    agent_conversations: u32,
+    /// Run only the agent phase (needs `--agent-turns`).
+    #[arg(long)]
+    agent_only: bool,
 }
 
 /// `10s`, `250ms`, `2m`, or a bare number of seconds.
@@ -164,13 +178,17 @@ async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(args.rate > 0, "--rate must be positive");
     anyhow::ensure!(!args.proxy_only || args.proxy_handshakes > 0, "--proxy-only needs --proxy-handshakes N");
     anyhow::ensure!(!args.cursor_only || args.cursor_turns > 0, "--cursor-only needs --cursor-turns N");
-    if args.proxy_only || args.cursor_only {
+    anyhow::ensure!(!args.agent_only || args.agent_turns > 0, "--agent-only needs --agent-turns N");
+    if args.proxy_only || args.cursor_only || args.agent_only {
         let mut report = String::new();
         if args.proxy_only {
             report.push_str(&proxy_phase(&args).await?);
         }
         if args.cursor_only {
             report.push_str(&cursor_phase(&args).await?);
+        }
+        if args.agent_only {
+            report.push_str(&agent::phase(args.agent_turns, args.agent_conversations, rss_kib).await?);
         }
         std::io::stdout().write_all(report.as_bytes()).context("writing the report")?;
         return Ok(());
@@ -261,6 +279,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if args.cursor_turns > 0 {
         report.push_str(&cursor_phase(&args).await?);
+    }
+    if args.agent_turns > 0 {
+        report.push_str(&agent::phase(args.agent_turns, args.agent_conversations, rss_kib).await?);
     }
     std::io::stdout().write_all(report.as_bytes()).context("writing the report")?;
     Ok(())

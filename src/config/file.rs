@@ -125,11 +125,20 @@ pub struct AgentConfig {
     /// Milliseconds a run keeps going after its last RunSSE reader disconnected (a re-subscriber
     /// gets the replay); then it is canceled like a stop.
     pub detach_grace: u64,
+    /// Compact a conversation (summarize it through the model) when the latest prompt used this
+    /// percentage of the model's `context_window`; 0 compacts only on Cursor's summarize action.
+    pub compact_at: u64,
 }
 
 impl Default for AgentConfig {
     fn default() -> AgentConfig {
-        AgentConfig { max_steps: 50, exec_timeout: 300_000, blob_ack_timeout: 10_000, detach_grace: 180_000 }
+        AgentConfig {
+            max_steps: 50,
+            exec_timeout: 300_000,
+            blob_ack_timeout: 10_000,
+            detach_grace: 180_000,
+            compact_at: 80,
+        }
     }
 }
 

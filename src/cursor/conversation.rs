@@ -7,6 +7,12 @@
 //! - A conversation not in memory is loaded from the store (its persisted messages), so a
 //!   restarted Keyhaven continues the same transcript and the provider still sees a growing
 //!   prefix.
+//! - Delivery ([`Conversation::deliver`]): a command names the run it was meant for (the request
+//!   id of the stream it arrived on); a different current run answers `StaleTarget` and the
+//!   command is dropped. Messages a run could no longer take (it was finalizing) are kept as
+//!   pending and open the next run, ahead of its own user message.
+//! - Todos are kept here, server-side, per conversation ([`Conversation::todos`]); the
+//!   `update_todos` tool replaces or merges them and checkpoints read them.
 //! - The registry is bounded; idle conversations beyond the bound are dropped from memory (their
 //!   transcript stays in the store).
 
@@ -14,7 +20,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use crate::cursor::blobs::BlobId;
-use crate::run::{RunCommand, RunHandle, Transcript};
+use crate::cursor::protocol::agent::TodoItem;
+use crate::cursor::tools::todos::TodoList;
+use crate::model::Entry;
+use crate::run::{CommandResult, RunCommand, RunHandle, Transcript};
 use crate::store::Store;
 
 /// Conversations kept in memory at most (idle ones beyond are dropped).
@@ -29,6 +38,10 @@ pub struct Conversation {
     /// Checkpoint blobs the client acknowledged (not sent again; memory only, so a restarted
     /// engine sends each blob once more).
     pub acked_blobs: Arc<Mutex<HashSet<BlobId>>>,
+    /// Messages delivered too late for their run; the next run starts with them.
+    pending: Mutex<Vec<Entry>>,
+    /// The todo list the `todo_write` tool keeps.
+    pub todo_list: Arc<TodoList>,
 }
 
 impl Conversation {
@@ -38,7 +51,54 @@ impl Conversation {
             transcript: tokio::sync::Mutex::new(transcript),
             current: Mutex::new(None),
             acked_blobs: Arc::default(),
+            pending: Mutex::default(),
+            todo_list: Arc::default(),
         }
+    }
+
+    /// Delivers `cmd` to the current run if `target` (when given) is that run. Without a current
+    /// run, message batches become pending for the next run (`Applied`) and a cancel is
+    /// `RunEnded`. A run that is finalizing answers `RunClosing` and its messages become pending.
+    pub fn deliver(&self, target: Option<&str>, cmd: RunCommand) -> CommandResult {
+        let current = self.current.lock().ok().and_then(|c| c.clone());
+        let result = match &current {
+            Some(h) => h.send(target, cmd.clone()),
+            None if target.is_some() => CommandResult::StaleTarget,
+            None => CommandResult::RunEnded,
+        };
+        if matches!(result, CommandResult::RunClosing | CommandResult::RunEnded)
+            && let RunCommand::InsertMessages(batch) | RunCommand::BreakMessages(batch) = cmd
+        {
+            self.add_pending(batch);
+            return CommandResult::Applied;
+        }
+        result
+    }
+
+    /// Keeps messages for the next run.
+    pub fn add_pending(&self, batch: Vec<Entry>) {
+        if let Ok(mut p) = self.pending.lock() {
+            for e in batch {
+                if !p.iter().any(|q| q.id == e.id) {
+                    p.push(e);
+                }
+            }
+        }
+    }
+
+    /// Takes the messages waiting for the next run.
+    pub fn take_pending(&self) -> Vec<Entry> {
+        self.pending.lock().map(|mut p| std::mem::take(&mut *p)).unwrap_or_default()
+    }
+
+    /// The conversation's todo list (server-side; checkpoints serialize it).
+    pub fn todos(&self) -> Vec<TodoItem> {
+        self.todo_list.get()
+    }
+
+    /// Restores the list (e.g. from a checkpoint).
+    pub fn set_todos(&self, todos: Vec<TodoItem>) {
+        self.todo_list.set(todos);
     }
 
     /// A conversation that is not registered (no conversation id: nothing to continue).

@@ -53,6 +53,7 @@ pub struct Backend {
     spawner: Spawner,
     options: BackendOptions,
     conversations: Conversations,
+    search: std::sync::OnceLock<Arc<dyn crate::search::SearchProvider>>,
 }
 
 impl Backend {
@@ -69,7 +70,13 @@ impl Backend {
             spawner,
             options,
             conversations: Conversations::new(store),
+            search: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Installs the web search provider (once; `false` if one is installed already).
+    pub fn set_search_provider(&self, provider: Arc<dyn crate::search::SearchProvider>) -> bool {
+        self.search.set(provider).is_ok()
     }
 
     pub fn gateway(&self) -> &Arc<Gateway> {
@@ -168,8 +175,12 @@ impl Backend {
             let detail = format!("`{selection}` is not one of the models configured in Keyhaven");
             return Terminal::error(Code::NotFound, CursorError::BadModelName, "Unknown model", &detail, false);
         };
-        let deps =
-            AgentDeps { gateway: &self.gateway, conversations: &self.conversations, options: self.options.agent };
+        let deps = AgentDeps {
+            gateway: &self.gateway,
+            conversations: &self.conversations,
+            options: self.options.agent,
+            search: self.search.get().cloned(),
+        };
         match agent_turn::run_turn(deps, t, run, model_name).await {
             TurnEnd::Ended(usage) => Terminal::Ended(usage),
             TurnEnd::Shutdown => Terminal::shutdown(),

@@ -206,10 +206,25 @@ impl Engine<'_, '_> {
             return;
         }
         let before = self.transcript.len();
-        if let Some(entries) = compactor.compact(self.transcript.entries()).await {
-            self.transcript.replace(entries);
-            self.ports.journal.stop_appends();
-            self.ports.observer.on_event(RunEvent::Compacted { before, after: self.transcript.len() });
+        let id = format!("{}:c{}", self.spec.run_id, self.step + 1);
+        self.ports.observer.on_event(RunEvent::CompactionStarted);
+        let compacted = tokio::select! {
+            biased;
+            () = self.cancel.cancelled() => None,
+            c = compactor.compact(self.transcript.entries(), &id) => c,
+        };
+        match compacted {
+            Some(c) => {
+                self.transcript.replace(c.entries);
+                for e in self.transcript.entries() {
+                    self.inbox.remember(&e.id);
+                }
+                self.ports.journal.replace(self.transcript.entries(), now_ms());
+                self.last_prompt_tokens = 0;
+                let after = self.transcript.len();
+                self.ports.observer.on_event(RunEvent::Compacted { before, after, summary: Some(&c.summary) });
+            }
+            None => self.ports.observer.on_event(RunEvent::Compacted { before, after: before, summary: None }),
         }
     }
 
@@ -458,7 +473,36 @@ impl Engine<'_, '_> {
         }
     }
 
+    /// After a provider error or a cancellation, leaves the transcript well formed for the next
+    /// turn: when it does not end with an assistant message (the user's message or tool results
+    /// went unanswered), an assistant note saying why is appended, so the next user message never
+    /// follows another user message and the prefix stays append-only.
+    fn note_unanswered(&mut self, ending: &Ending) {
+        if self.transcript.entries().last().is_none_or(|e| e.message.role == Role::Assistant) {
+            return;
+        }
+        let (id, text) = match ending {
+            Ending::ProviderError(error) => (
+                "error",
+                format!(
+                    "(No answer: the model call failed with a provider error ({}): {})",
+                    error.kind.as_str(),
+                    error.message
+                ),
+            ),
+            Ending::Canceled(CancelReason::Client(_)) => {
+                ("stopped", "(No answer: the user stopped this turn.)".to_owned())
+            }
+            Ending::Canceled(CancelReason::Shutdown) => {
+                ("stopped", "(No answer: the turn was interrupted when Keyhaven stopped.)".to_owned())
+            }
+            Ending::Completed { .. } => return,
+        };
+        self.append(Entry::new(format!("{}:{id}", self.spec.run_id), Message::text(Role::Assistant, text)));
+    }
+
     async fn finalize(mut self, ending: Ending) -> RunOutcome {
+        self.note_unanswered(&ending);
         self.inbox.set_phase(FINALIZING);
         // Commands that arrived too late: insertions go back to the front end.
         while let Ok(cmd) = self.inbox.rx.try_recv() {

@@ -16,8 +16,6 @@ pub struct Journal {
     conversation_id: String,
     run_id: String,
     acks: Mutex<Vec<Ack<u64>>>,
-    /// Off after a compaction replaced the transcript (positions no longer match the store).
-    appends: std::sync::atomic::AtomicBool,
 }
 
 impl Journal {
@@ -27,7 +25,6 @@ impl Journal {
             conversation_id: conversation_id.to_owned(),
             run_id: run_id.to_owned(),
             acks: Mutex::new(Vec::new()),
-            appends: std::sync::atomic::AtomicBool::new(true),
         }
     }
 
@@ -55,9 +52,6 @@ impl Journal {
     }
 
     pub(crate) fn append(&self, seq: u64, entry: &Entry, created_ms: i64) {
-        if !self.appends.load(std::sync::atomic::Ordering::Relaxed) {
-            return;
-        }
         self.push(ConversationOp::Append {
             conversation_id: self.conversation_id.clone(),
             seq,
@@ -67,9 +61,15 @@ impl Journal {
         });
     }
 
-    pub(crate) fn stop_appends(&self) {
-        self.appends.store(false, std::sync::atomic::Ordering::Relaxed);
-        tracing::warn!(run_id = %self.run_id, "transcript compacted: later messages of this run are not persisted");
+    /// Persists a compacted transcript: the conversation's messages are replaced by `entries`
+    /// (positions from 0) in one transaction; later appends continue from there.
+    pub fn replace(&self, entries: &[Entry], created_ms: i64) {
+        self.push(ConversationOp::Replace {
+            conversation_id: self.conversation_id.clone(),
+            run_id: (!self.run_id.is_empty()).then(|| self.run_id.clone()),
+            entries: entries.to_vec(),
+            created_ms,
+        });
     }
 
     pub(crate) fn tool_round(&self, record: ToolRoundRecord) {

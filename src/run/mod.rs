@@ -21,6 +21,9 @@
 //!   ignores an id it holds), never edited, removed or reordered, so the messages sent to the
 //!   provider across turns are a growing prefix (provider prompt caches keep hitting). Only a
 //!   [`Compactor`] may replace the transcript.
+//! - **A failed run leaves a well-formed transcript.** After a provider error or a cancellation,
+//!   an assistant note saying so is appended when the transcript does not end with an assistant
+//!   message, so the next turn's user message never follows an unanswered one.
 //! - **Tool results stay paired.** A tool round appends one `tool` message holding a result for
 //!   every call of the step, in call order; unfinished calls get an "interrupted" error result.
 //!   Messages inserted while a step runs wait until its results are appended.
@@ -34,7 +37,7 @@ mod messages;
 pub mod port;
 
 pub use command::{CommandResult, RunCommand, RunHandle, RunInbox, command_channel};
-pub use compaction::{CompactionContext, Compactor, NoCompaction};
+pub use compaction::{Compacted, CompactionContext, Compactor, NoCompaction, Summarizer};
 pub use engine::{CancelReason, RunOutcome, RunPorts, RunSpec, run};
 pub use journal::Journal;
 pub use messages::Transcript;

@@ -152,10 +152,14 @@ pub enum RunEvent<'a> {
         seq: u64,
         entry: &'a Entry,
     },
-    /// A compactor replaced the transcript.
+    /// A compaction begins (the summary call runs next).
+    CompactionStarted,
+    /// A compaction ended: `summary` is `Some` when the transcript was replaced (`before` and
+    /// `after` are its lengths), `None` when it was kept.
     Compacted {
         before: usize,
         after: usize,
+        summary: Option<&'a str>,
     },
 }
 

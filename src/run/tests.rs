@@ -120,7 +120,8 @@ impl RunObserver for Events {
             RunEvent::StepCompleted { step, tool_calls } => format!("step {step} done {tool_calls}"),
             RunEvent::ToolRoundStarted { calls, .. } => format!("round {calls}"),
             RunEvent::ToolRoundFinished { failed, .. } => format!("round done {failed}"),
-            RunEvent::Compacted { before, after } => format!("compacted {before} {after}"),
+            RunEvent::CompactionStarted => "compaction".to_owned(),
+            RunEvent::Compacted { before, after, summary } => format!("compacted {before} {after} {summary:?}"),
         };
         self.0.lock().expect("lock").push(s);
     }
@@ -295,7 +296,11 @@ async fn provider_errors_end_the_run_once_at_open_and_mid_stream() {
     let mut t = Transcript::new();
     let (out, _) = run_simple(&model, &echo_tools(), &mut t, vec![user("u1", "hi")]).await;
     assert_eq!((out.status, out.error), (RunStatus::ProviderError, Some(err.clone())));
-    assert_eq!(roles(&t), vec![Role::User], "nothing is committed for a failed call");
+    assert_eq!(roles(&t), vec![Role::User, Role::Assistant], "the failed call leaves a note, not a dangling user turn");
+    let note = &t.entries()[1];
+    assert_eq!(note.id, "r1:error");
+    let note_text = ToolOutput { content: note.message.content.clone(), is_error: false }.joined_text();
+    assert!(note_text.contains("rate_limited") && note_text.contains("slow down"), "{note_text}");
 
     let model = Script::new(vec![Reply::Events(vec![
         StreamEvent::TextDelta { text: "par".into() },
@@ -305,6 +310,85 @@ async fn provider_errors_end_the_run_once_at_open_and_mid_stream() {
     let (out, events) = run_simple(&model, &echo_tools(), &mut t, vec![user("u2", "again")]).await;
     assert_eq!((out.status, out.error), (RunStatus::ProviderError, Some(err)));
     assert_eq!(events, vec!["step 1", "text par"]);
+    // The next request alternates: user, assistant note, user (never two user messages in a row).
+    assert_eq!(
+        model.requests()[0].messages.iter().map(|m| m.role).collect::<Vec<_>>(),
+        vec![Role::User, Role::Assistant, Role::User]
+    );
+}
+
+#[tokio::test]
+async fn no_note_when_the_transcript_already_ends_with_an_answer() {
+    let err = ErrorInfo { kind: ErrorKind::Upstream, message: "boom".into() };
+    let model = Script::new(vec![Reply::Fail(err)]);
+    let mut t = Transcript::from_entries([user("u1", "hi"), Entry::new("a1", Message::text(Role::Assistant, "hello"))]);
+    let (out, _) = run_simple(&model, &echo_tools(), &mut t, vec![]).await;
+    assert_eq!(out.status, RunStatus::ProviderError);
+    assert_eq!(roles(&t), vec![Role::User, Role::Assistant]);
+}
+
+/// A model port shared with a summarizer (an `Arc` of the script).
+struct Shared(Arc<Script>);
+
+impl ModelPort for Shared {
+    fn open<'a>(&'a self, request: model::Request, call: ModelCall) -> BoxFuture<'a, Result<EventStream, ErrorInfo>> {
+        self.0.open(request, call)
+    }
+}
+
+#[tokio::test]
+async fn a_prompt_near_the_window_is_summarized_before_the_next_model_cycle() {
+    let script = Arc::new(Script::new(vec![
+        // Call 1 uses 900 of 1000 tokens and asks for a tool.
+        Reply::Events(vec![
+            StreamEvent::ToolCallStart { index: 0, id: "c1".into(), name: "echo".into() },
+            StreamEvent::ToolCallDelta { index: 0, arguments: "{}".into() },
+            StreamEvent::ToolCallEnd { index: 0 },
+            usage(900, 5),
+            StreamEvent::Stop { reason: StopReason::ToolUse, stop_sequence: None },
+        ]),
+        // The summary call.
+        text_reply("the user asked for an echo; it ran"),
+        // Call 2 on the compacted transcript.
+        text_reply("done"),
+    ]));
+    let port = Shared(script.clone());
+    let summarizer = crate::run::Summarizer {
+        model: Arc::new(Shared(script.clone())),
+        model_name: "m".into(),
+        tools: Vec::new(),
+        percent: 80,
+        requested: Arc::default(),
+        cancel: CancellationToken::new(),
+    };
+    let observer = Events::default();
+    let journal = Journal::none();
+    let ports =
+        RunPorts { model: &port, tools: &echo_tools(), observer: &observer, compactor: &summarizer, journal: &journal };
+    let mut t = Transcript::from_entries([Entry::new("sys", Message::text(Role::System, "be brief"))]);
+    let (_h, inbox) = command_channel("r1", []);
+    let spec = RunSpec { context_window: Some(1000), ..spec("r1") };
+    let cancel = CancellationToken::new();
+    let out = tokio::time::timeout(GUARD, run(&spec, &mut t, vec![user("u1", "echo please")], ports, inbox, &cancel))
+        .await
+        .expect("the run ends");
+    assert_eq!(out.status, RunStatus::Completed);
+    let requests = script.requests();
+    assert_eq!(requests.len(), 3);
+    // The summary call sees the whole transcript plus the instruction, and no tool may be called.
+    let summary_call = &requests[1];
+    assert_eq!(summary_call.messages.len(), 5, "system, user, assistant, tool, instruction");
+    assert_eq!(summary_call.tool_choice, None, "no tools in this run, so no tool_choice");
+    // The next call starts from the compacted transcript: system verbatim, then the summary.
+    let after = &requests[2].messages;
+    assert_eq!(after.iter().map(|m| m.role).collect::<Vec<_>>(), vec![Role::System, Role::User]);
+    assert_eq!(after[0], Message::text(Role::System, "be brief"));
+    let text = ToolOutput { content: after[1].content.clone(), is_error: false }.joined_text();
+    assert!(text.contains("the user asked for an echo; it ran") && text.contains("echo please"), "{text}");
+    assert_eq!(t.entries().iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), vec!["sys", "r1:c2:summary", "r1:a2"]);
+    let events = observer.0.into_inner().expect("events");
+    assert!(events.contains(&"compaction".to_owned()), "{events:?}");
+    assert!(events.iter().any(|e| e.starts_with("compacted 4 2 Some(")), "{events:?}");
 }
 
 /// Runs with a command handle and a token the test controls.
@@ -391,7 +475,8 @@ async fn a_cancel_during_tools_aborts_them_and_writes_interrupted_results() {
     .await;
     assert_eq!(out.status, RunStatus::Canceled);
     assert!(stuck.dropped.load(Ordering::SeqCst), "the unfinished tool futures are dropped");
-    assert_eq!(roles(&t), vec![Role::User, Role::Assistant, Role::Tool]);
+    assert_eq!(roles(&t), vec![Role::User, Role::Assistant, Role::Tool, Role::Assistant]);
+    assert_eq!(t.entries()[3].id, "r1:stopped", "a note closes the stopped turn");
     let results = tool_results(&t.entries()[2]);
     assert!(results.iter().all(|(_, text, err)| *err && text.starts_with("Interrupted")), "{results:?}");
     assert_eq!(results.iter().map(|r| r.0.as_str()).collect::<Vec<_>>(), vec!["c1", "c2"]);

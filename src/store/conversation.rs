@@ -29,7 +29,20 @@ pub struct CheckpointRecord {
 #[derive(Debug, Clone)]
 pub enum ConversationOp {
     StartRun(RunStart),
-    Append { conversation_id: String, seq: u64, run_id: Option<String>, entry: Entry, created_ms: i64 },
+    Append {
+        conversation_id: String,
+        seq: u64,
+        run_id: Option<String>,
+        entry: Entry,
+        created_ms: i64,
+    },
+    /// Compaction: the conversation's messages become `entries` (positions from 0).
+    Replace {
+        conversation_id: String,
+        run_id: Option<String>,
+        entries: Vec<Entry>,
+        created_ms: i64,
+    },
     ToolRound(ToolRoundRecord),
     FinishRun(RunFinish),
     Checkpoint(CheckpointRecord),
@@ -40,6 +53,7 @@ impl ConversationOp {
         match self {
             ConversationOp::StartRun(_) => "start_run",
             ConversationOp::Append { .. } => "append_message",
+            ConversationOp::Replace { .. } => "replace_messages",
             ConversationOp::ToolRound(_) => "tool_round",
             ConversationOp::FinishRun(_) => "finish_run",
             ConversationOp::Checkpoint(_) => "checkpoint",
@@ -49,6 +63,27 @@ impl ConversationOp {
 
 fn changed(n: usize) -> u64 {
     u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+fn insert_message(
+    conn: &Connection,
+    conversation_id: &str,
+    seq: u64,
+    run_id: Option<&str>,
+    entry: &Entry,
+    created_ms: i64,
+) -> rusqlite::Result<u64> {
+    let content = serde_json::to_string(&entry.message.content)
+        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+    let role =
+        serde_json::to_value(entry.message.role).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+    let n = conn
+        .prepare_cached(
+            "INSERT INTO messages (conversation_id, seq, message_id, run_id, role, content, created_ms) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING",
+        )?
+        .execute(rusqlite::params![conversation_id, to_i64(seq), entry.id, run_id, role, content, created_ms])?;
+    Ok(changed(n))
 }
 
 /// Applies one op inside the writer's transaction; returns the rows it inserted or changed.
@@ -69,27 +104,18 @@ pub(crate) fn apply(conn: &Connection, op: &ConversationOp, epoch: i64) -> rusql
             Ok(changed(n))
         }
         ConversationOp::Append { conversation_id, seq, run_id, entry, created_ms } => {
-            let content = serde_json::to_string(&entry.message.content)
-                .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-            let role = serde_json::to_value(entry.message.role)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default();
-            let n = conn
-                .prepare_cached(
-                    "INSERT INTO messages (conversation_id, seq, message_id, run_id, role, content, created_ms) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING",
-                )?
-                .execute(rusqlite::params![
-                    conversation_id,
-                    to_i64(*seq),
-                    entry.id,
-                    run_id,
-                    role,
-                    content,
-                    created_ms
-                ])?;
-            Ok(changed(n))
+            insert_message(conn, conversation_id, *seq, run_id.as_deref(), entry, *created_ms)
+        }
+        ConversationOp::Replace { conversation_id, run_id, entries, created_ms } => {
+            let mut n = changed(
+                conn.prepare_cached("DELETE FROM messages WHERE conversation_id = ?1")?
+                    .execute(rusqlite::params![conversation_id])?,
+            );
+            for (seq, entry) in entries.iter().enumerate() {
+                let seq = u64::try_from(seq).unwrap_or(u64::MAX);
+                n += insert_message(conn, conversation_id, seq, run_id.as_deref(), entry, *created_ms)?;
+            }
+            Ok(n)
         }
         ConversationOp::ToolRound(r) => {
             let n = conn

@@ -54,6 +54,10 @@ async fn cancel_during_tools_aborts_the_execs_and_the_next_turn_sees_interrupted
         .find(|m| m["role"] == "tool" && m["tool_call_id"] == "c-sh")
         .expect("the shell call has a result");
     assert!(tool.to_string().contains("Interrupted"), "{tool}");
+    // The stopped turn is closed by an assistant note: no two user messages in a row.
+    let roles = roles(last);
+    assert_eq!(roles, vec!["system", "user", "assistant", "tool", "tool", "assistant", "user"]);
+    assert!(last["messages"][5]["content"].to_string().contains("stopped"), "{}", last["messages"][5]);
     s.te.stop().await;
 }
 
@@ -78,6 +82,92 @@ async fn cancel_during_the_model_call_after_a_tool_round() {
     assert_eq!(seen.call_sequence("c-read"), vec!["partial", "exec", "started", "completed"]);
     let calls = s.te.wait_calls(2).await;
     assert_eq!(calls[0].summary.status, keyhaven::model::CallStatus::Canceled, "the hanging call is dropped");
+    assert!(!s.mock.dropped_at().is_empty(), "the upstream response was closed");
+    s.te.stop().await;
+}
+
+fn saw_exec(msgs: &[keyhaven::cursor::protocol::agent::AgentServerMessage], exec_id: &str) -> bool {
+    use keyhaven::cursor::protocol::agent::agent_server_message::Message;
+    msgs.iter().any(|m| matches!(&m.message, Some(Message::ExecServerMessage(x)) if x.exec_id == exec_id))
+}
+
+fn saw_text(msgs: &[keyhaven::cursor::protocol::agent::AgentServerMessage]) -> bool {
+    use keyhaven::cursor::protocol::agent::{agent_server_message::Message, interaction_update};
+    msgs.iter().any(|m| {
+        matches!(&m.message, Some(Message::InteractionUpdate(u))
+            if matches!(u.message, Some(interaction_update::Message::TextDelta(_))))
+    })
+}
+
+fn roles(body: &serde_json::Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| m["role"].as_str().expect("role").to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_break_during_tools_interrupts_them_and_the_same_run_answers_the_new_message() {
+    let s = cursor_client::start("").await;
+    s.ws.write("a.txt", "x\n");
+    s.mock.push(Reply::sse(&oa_tools(&[
+        ("c-read", "read_file", json!({"path": "a.txt"})),
+        ("c-sh", "run_terminal_cmd", json!({"command": "sleep 100"})),
+    ])));
+    s.mock.push(Reply::sse(&oa_text("fine, doing that instead")));
+    let policy: cursor_client::Policy = std::sync::Arc::new(
+        |x: &keyhaven::cursor::protocol::agent::ExecServerMessage| {
+            if x.exec_id == "c-sh" { Act::Ignore } else { Act::Run }
+        },
+    );
+    let run = s.start_run(&Turn::new("req-brk", "conv-brk", "run it"), policy).await;
+    run.wait_for(|m| saw_exec(m, "c-sh")).await;
+    run.user_message("m-instead", "stop, do something else", true).await;
+    let seen = run.finish().await;
+    assert_eq!(seen.end, Some(Default::default()), "the run goes on and ends normally");
+    assert_eq!(
+        seen.updates()
+            .iter()
+            .filter(|u| matches!(u, keyhaven::cursor::protocol::agent::interaction_update::Message::TurnEnded(_)))
+            .count(),
+        1
+    );
+    let shell = seen.execs().into_iter().find(|x| x.exec_id == "c-sh").expect("shell exec");
+    assert!(seen.aborts.contains(&shell.id), "the running shell exec is aborted: {:?}", seen.aborts);
+    let up = s.mock.seen();
+    assert_eq!(up.len(), 2, "one more model call, in the same run");
+    assert_eq!(roles(&up[1].body), vec!["system", "user", "assistant", "tool", "tool", "user"]);
+    let msgs = up[1].body["messages"].as_array().expect("messages");
+    let sh = msgs.iter().find(|m| m["tool_call_id"] == "c-sh").expect("shell result");
+    assert!(sh.to_string().contains("Interrupted"), "{sh}");
+    assert_eq!(msgs[5]["content"], "stop, do something else");
+    let runs = s.te.handle.store.conversation_runs("conv-brk").await.expect("runs");
+    assert_eq!((runs.len(), runs[0].status), (1, keyhaven::model::RunStatus::Completed));
+    let rounds = s.te.handle.store.tool_rounds("req-brk").await.expect("rounds");
+    assert_eq!(rounds[0].status, "interrupted");
+    s.te.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_break_during_the_model_call_drops_it_and_answers_the_new_message() {
+    let s = cursor_client::start("").await;
+    s.mock.push(Reply::sse(&oa_text_unfinished("a long answ")).hang());
+    s.mock.push(Reply::sse(&oa_text("short answer")));
+    let run = s.start_run(&Turn::new("req-bm", "conv-bm", "explain"), cursor_client::run_everything()).await;
+    run.wait_for(saw_text).await;
+    run.user_message("m-short", "keep it short", true).await;
+    let seen = run.finish().await;
+    assert_eq!(seen.end, Some(Default::default()));
+    let up = s.mock.seen();
+    assert_eq!(up.len(), 2);
+    assert_eq!(roles(&up[1].body), vec!["system", "user", "assistant", "user"]);
+    assert_eq!(up[1].body["messages"][2]["content"], "a long answ", "the streamed part is kept");
+    assert_eq!(up[1].body["messages"][3]["content"], "keep it short");
+    let calls = s.te.wait_calls(2).await;
+    let statuses: Vec<_> = calls.iter().map(|c| c.summary.status).collect();
+    assert!(statuses.contains(&keyhaven::model::CallStatus::Canceled), "the broken call is canceled: {statuses:?}");
     assert!(!s.mock.dropped_at().is_empty(), "the upstream response was closed");
     s.te.stop().await;
 }

@@ -113,7 +113,7 @@ async fn every_client_tool_runs_against_the_workspace() {
     assert!(step4.last().expect("shell result").1.contains("Exit code: 3"), "{step4:?}");
     // Tools are offered on every step, the same list each time.
     assert_eq!(seen_up[0].body["tools"], seen_up[3].body["tools"]);
-    assert_eq!(seen_up[0].body["tools"].as_array().expect("tools").len(), 8);
+    assert_eq!(seen_up[0].body["tools"].as_array().expect("tools").len(), 12);
 
     // Every model call is a recorded call of client `cursor`; the run and its rounds are stored.
     let calls = s.te.wait_calls(4).await;
@@ -190,6 +190,85 @@ async fn ask_mode_offers_only_read_only_tools() {
         .iter()
         .map(|t| t["function"]["name"].as_str().expect("name").to_owned())
         .collect();
-    assert_eq!(names, vec!["read_file", "grep", "glob_file_search", "list_dir"]);
+    assert_eq!(
+        names,
+        vec![
+            "read_file",
+            "grep",
+            "glob_file_search",
+            "list_dir",
+            "todo_write",
+            "read_lints",
+            "fetch_url",
+            "web_search"
+        ]
+    );
+    s.te.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn todos_stay_server_side_diagnostics_and_fetch_run_on_the_client_and_search_needs_a_provider() {
+    let s = cursor_client::start("").await;
+    s.ws.write("src/lib.rs", "fn a() {}\n// FIXME: handle errors\n");
+    s.mock.push(Reply::sse(&oa_tools(&[
+        (
+            "c-todo",
+            "todo_write",
+            json!({"todos": [{"id": "1", "content": "fix lints", "status": "in_progress"},
+                             {"id": "2", "content": "read docs", "status": "pending"}]}),
+        ),
+        ("c-lint", "read_lints", json!({"path": "src/lib.rs"})),
+        ("c-fetch", "fetch_url", json!({"url": "https://example.test/docs"})),
+        ("c-offline", "fetch_url", json!({"url": "https://elsewhere.test/"})),
+        ("c-search", "web_search", json!({"query": "keyhaven"})),
+    ])));
+    s.mock.push(Reply::sse(&oa_tools(&[(
+        "c-todo2",
+        "todo_write",
+        json!({"todos": [{"id": "1", "status": "completed"}], "merge": true}),
+    )])));
+    s.mock.push(Reply::sse(&oa_text("done")));
+    let seen = s.turn(&Turn::new("req-td", "conv-td", "fix it")).await;
+    assert_eq!(seen.end, Some(Default::default()));
+    // Todos never reach the client as an exec; their cards carry the merged list.
+    assert!(seen.execs().iter().all(|x| !x.exec_id.starts_with("c-todo")));
+    assert_eq!(seen.call_sequence("c-todo"), vec!["partial", "started", "completed"]);
+    let Some(tool_call::Tool::UpdateTodosToolCall(card)) = seen.completed("c-todo2").tool else { panic!("todo card") };
+    let Some(agent::update_todos_result::Result::Success(ok)) = card.result.and_then(|r| r.result) else {
+        panic!("todo result")
+    };
+    let list: Vec<(String, i32)> = ok.todos.iter().map(|t| (t.content.clone(), t.status)).collect();
+    assert_eq!(
+        list,
+        vec![
+            ("fix lints".to_owned(), agent::TodoStatus::Completed as i32),
+            ("read docs".to_owned(), agent::TodoStatus::Pending as i32)
+        ]
+    );
+    assert!(ok.was_merge);
+    // Diagnostics and fetch are execs, read-only order (exec before started).
+    assert_eq!(seen.call_sequence("c-lint"), vec!["partial", "exec", "started", "completed"]);
+    assert_eq!(seen.call_sequence("c-fetch"), vec!["partial", "exec", "started", "completed"]);
+    let up = s.mock.seen();
+    let result = |i: usize, id: &str| {
+        up[i].body["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .find(|m| m["tool_call_id"] == id)
+            .expect("result")
+            .to_string()
+    };
+    assert!(result(1, "c-todo").contains("[in_progress] 1: fix lints"), "{}", result(1, "c-todo"));
+    assert!(result(1, "c-lint").contains("unresolved FIXME"), "{}", result(1, "c-lint"));
+    assert!(result(1, "c-fetch").contains("page at https://example.test/docs"), "{}", result(1, "c-fetch"));
+    assert!(result(1, "c-offline").contains("no network in the simulator"), "{}", result(1, "c-offline"));
+    // No search provider: no approval is asked, and the model is told search is unavailable.
+    assert!(result(1, "c-search").contains("Web search is unavailable"), "{}", result(1, "c-search"));
+    assert!(
+        !seen.msgs.iter().any(|m| matches!(m.message, Some(agent::agent_server_message::Message::InteractionQuery(_))))
+    );
+    assert_eq!(seen.call_sequence("c-search"), vec!["partial", "started", "completed"]);
+    assert!(result(2, "c-todo2").contains("[completed] 1: fix lints"), "{}", result(2, "c-todo2"));
     s.te.stop().await;
 }

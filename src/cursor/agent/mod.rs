@@ -6,9 +6,16 @@
 //!
 //! While the turn works, this driver reads the transport's inbox (seqno order) and routes each
 //! client message: exec results and exec control to the run's [`ExecChannel`], KV answers to its
-//! [`BlobChannel`], `cancel_action` to the run as [`RunCommand::Cancel`]; heartbeats and the rest
-//! are ignored. The run, the checkpoint worker and the detach watch are polled in the same task
-//! (no spawn), and a panic inside the run still ends the turn.
+//! [`BlobChannel`], interaction responses to its [`QueryChannel`], conversation actions through
+//! [`delivery`] to the conversation's current run (cancel, insert, break, summarize); heartbeats
+//! and the rest are ignored. The run, the checkpoint worker and the detach watch are polled in the
+//! same task (no spawn), and a panic inside the run still ends the turn.
+//!
+//! The turn's first messages: the system prompt (first turn only), restored messages, messages
+//! left pending by the previous run, then the user message. A user message whose id the transcript
+//! holds already (a resubmission after an error) is appended again under a run-scoped id unless it
+//! is the transcript's last message, so every request ends with the user's message. A run request
+//! whose action is `summarize_action` compacts the conversation and ends (see [`compact`]).
 //!
 //! Frames of a turn: the live updates (`thinking_delta`, `thinking_completed`, `text_delta`,
 //! `token_delta`, tool cards and execs), checkpoints after a tool round starts and after its
@@ -23,7 +30,12 @@
 //!   `[agent] detach_grace` (a re-subscriber gets the replay); then it is canceled like a stop
 //!   (final checkpoint, `turn_ended`, `{}`).
 
+pub mod compact;
+pub mod delivery;
 mod prompt;
+
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -36,6 +48,7 @@ use futures::FutureExt;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::cursor::agent::delivery::Delivery;
 use crate::cursor::blobs::BlobChannel;
 use crate::cursor::checkpoint::Meta;
 use crate::cursor::checkpoint::recovery::{self, Plan, Source};
@@ -47,12 +60,13 @@ use crate::cursor::protocol::events::{self, TurnUsage};
 use crate::cursor::tools::catalog::Catalog;
 use crate::cursor::tools::dispatch::{CursorTools, model_call_id};
 use crate::cursor::tools::exec::ExecChannel;
+use crate::cursor::tools::query::QueryChannel;
 use crate::cursor::transport::{Output, Transport};
 use crate::model::{Entry, ErrorInfo, Message, Role, RunStatus};
 use crate::provider::Gateway;
 use crate::run::{
-    CancelReason, GatewayModel, Journal, NoCompaction, RunCommand, RunEvent, RunHandle, RunObserver, RunPorts, RunSpec,
-    command_channel,
+    CancelReason, CommandResult, GatewayModel, Journal, RunCommand, RunEvent, RunHandle, RunObserver, RunPorts,
+    RunSpec, Summarizer, command_channel,
 };
 
 /// Limits of the agent loop (from `[agent]`).
@@ -65,6 +79,9 @@ pub struct AgentOptions {
     pub blob_ack_timeout: Duration,
     /// How long a run continues without any RunSSE reader.
     pub detach_grace: Duration,
+    /// Compact when the latest prompt used this share (percent) of the model's context window
+    /// (0: only on Cursor's summarize action).
+    pub compact_at_percent: u64,
 }
 
 impl Default for AgentOptions {
@@ -74,6 +91,7 @@ impl Default for AgentOptions {
             exec_timeout: Duration::from_secs(300),
             blob_ack_timeout: Duration::from_secs(10),
             detach_grace: Duration::from_secs(180),
+            compact_at_percent: 80,
         }
     }
 }
@@ -96,12 +114,20 @@ pub struct AgentDeps<'a> {
     pub gateway: &'a Arc<Gateway>,
     pub conversations: &'a Conversations,
     pub options: AgentOptions,
+    /// The web search provider (`None`: the model is told search is unavailable).
+    pub search: Option<Arc<dyn crate::search::SearchProvider>>,
 }
 
 /// Where client messages go while a turn works.
 struct Routes<'a> {
     exec: &'a ExecChannel,
     blobs: &'a BlobChannel,
+    queries: &'a QueryChannel,
+    output: &'a Output,
+    conversation: &'a Conversation,
+    run_id: &'a str,
+    /// Set once the run exists (a summarize action before it is ignored).
+    compactor: Option<&'a Summarizer>,
     run: Option<&'a RunHandle>,
     /// A `cancel_action` that arrived before the run existed.
     early_cancel: &'a AtomicBool,
@@ -157,6 +183,10 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
             (Some(a.user_message.unwrap_or_default()), a.request_context.unwrap_or_default())
         }
         Some(conversation_action::Action::ResumeAction(r)) => (None, r.request_context.unwrap_or_default()),
+        Some(conversation_action::Action::SummarizeAction(_)) => {
+            let mcp = mcp_tools.map(|m| m.mcp_tools).unwrap_or_default();
+            return compact::summarize_turn(&deps, t, conversation_id.as_deref(), &mcp, model_name).await;
+        }
         // Other actions: nothing to run.
         _ => return TurnEnd::Ended(TurnUsage::default()),
     };
@@ -190,8 +220,19 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     };
     let exec = ExecChannel::new(t.output.clone(), deps.options.exec_timeout);
     let blobs = BlobChannel::new(t.output.clone());
+    let queries = QueryChannel::new(t.output.clone());
     let early_cancel = AtomicBool::new(false);
-    let pre_routes = Routes { exec: &exec, blobs: &blobs, run: None, early_cancel: &early_cancel };
+    let pre_routes = Routes {
+        exec: &exec,
+        blobs: &blobs,
+        queries: &queries,
+        output: &t.output,
+        conversation: &conversation,
+        run_id: &run_id,
+        compactor: None,
+        run: None,
+        early_cancel: &early_cancel,
+    };
 
     // The local transcript is the source of truth; the incoming state fills it when it is
     // missing or behind.
@@ -223,10 +264,13 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     if let Some(results) = recovery::interrupted_results(&tail) {
         initial.push(results);
     }
+    initial.extend(conversation.take_pending());
     match user {
         Some(user) => {
-            let user_id =
-                if user.message_id.is_empty() { format!("{run_id}:user") } else { format!("user:{}", user.message_id) };
+            let mut user_id = delivery::user_entry_id(&user.message_id, &format!("{run_id}:user"));
+            if transcript.contains(&user_id) && transcript.entries().last().is_none_or(|e| e.id != user_id) {
+                user_id = format!("{user_id}@{run_id}");
+            }
             initial.push(Entry::new(user_id, Message::text(Role::User, user.text)));
         }
         None => {
@@ -249,9 +293,25 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         context_window,
         template: crate::model::Request::default(),
     };
-    let tools = CursorTools { catalog: catalog.clone(), exec: exec.clone(), output: t.output.clone(), workspace };
+    let tools = CursorTools {
+        catalog: catalog.clone(),
+        exec: exec.clone(),
+        output: t.output.clone(),
+        workspace,
+        todos: conversation.todo_list.clone(),
+        queries: queries.clone(),
+        search: deps.search.clone(),
+    };
     let frames = Frames::new(t.output.clone(), catalog.clone(), &run_id);
     let model = GatewayModel { gateway: deps.gateway.clone(), dialect: "cursor", client: "cursor".to_owned() };
+    let compactor = Summarizer {
+        model: Arc::new(model.clone()),
+        model_name: spec.model.clone(),
+        tools: spec.tools.clone(),
+        percent: deps.options.compact_at_percent,
+        requested: Arc::default(),
+        cancel: t.cancel.child_token(),
+    };
     let journal = Journal::new(deps.conversations.store().cloned(), &conversation.id, &run_id);
     let (handle, inbox) = command_channel(&run_id, transcript.entries().iter().map(|e| e.id.as_str()));
     conversation.set_current(Some(handle.clone()));
@@ -266,7 +326,7 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
             workspace_paths: env.workspace_paths.clone(),
             used_tokens: 0,
             context_window,
-            todos: Vec::new(),
+            todos: conversation.todos().iter().map(prost::Message::encode_to_vec).collect(),
         },
         catalog: Some(catalog),
         store: deps.conversations.store().cloned(),
@@ -275,13 +335,13 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         gave_up: AtomicBool::new(false),
         last: Mutex::default(),
     };
-    let routes = Routes { exec: &exec, blobs: &blobs, run: Some(&handle), early_cancel: &early_cancel };
+    let routes = Routes { compactor: Some(&compactor), run: Some(&handle), ..pre_routes };
     let mut worker = std::pin::pin!(publisher.work(snapshots));
     let mut worker_done = false;
     let outcome = {
         let observer = Both(&frames, &tracker);
         let ports =
-            RunPorts { model: &model, tools: &tools, observer: &observer, compactor: &NoCompaction, journal: &journal };
+            RunPorts { model: &model, tools: &tools, observer: &observer, compactor: &compactor, journal: &journal };
         let engine = crate::run::run(&spec, &mut transcript, initial, ports, inbox, &t.cancel);
         let mut engine = std::pin::pin!(AssertUnwindSafe(engine).catch_unwind());
         let mut detach = std::pin::pin!(detached(t.output.subscribers(), deps.options.detach_grace));
@@ -311,7 +371,10 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     }
     conversation.set_current(None);
     let outcome = match outcome {
-        Ok(o) => o,
+        Ok(o) => {
+            conversation.add_pending(o.pending.clone());
+            o
+        }
         Err(_) => {
             tracing::error!(request_id = %run_id, "the agent run panicked");
             return TurnEnd::Internal("the agent run failed inside Keyhaven".to_owned());
@@ -357,16 +420,38 @@ fn route(seqno: u64, data: &Bytes, routes: &Routes<'_>) {
         Some(agent_client_message::Message::ExecClientMessage(m)) => routes.exec.deliver(m),
         Some(agent_client_message::Message::ExecClientControlMessage(c)) => routes.exec.control(c),
         Some(agent_client_message::Message::KvClientMessage(k)) => routes.blobs.deliver(k),
-        Some(agent_client_message::Message::ConversationAction(agent::ConversationAction {
-            action: Some(conversation_action::Action::CancelAction(c)),
-            ..
-        })) => {
-            tracing::info!(seqno, reason = %c.reason, "cursor run canceled by the client");
-            match routes.run {
-                Some(run) => {
-                    run.send(None, RunCommand::Cancel { reason: c.reason });
+        Some(agent_client_message::Message::InteractionResponse(r)) => routes.queries.deliver(r),
+        Some(agent_client_message::Message::ConversationAction(action)) => {
+            match delivery::classify(action, routes.run_id, seqno) {
+                Delivery::Ignore => {}
+                Delivery::Summarize => {
+                    if let Some(c) = routes.compactor {
+                        c.requested.store(true, Ordering::SeqCst);
+                    }
                 }
-                None => routes.early_cancel.store(true, Ordering::Relaxed),
+                // Before the run exists (while a checkpoint is restored): end the turn at once.
+                Delivery::Command(RunCommand::Cancel { reason }) if routes.run.is_none() => {
+                    tracing::info!(seqno, %reason, "cursor run canceled by the client before it started");
+                    routes.early_cancel.store(true, Ordering::Relaxed);
+                }
+                Delivery::Command(cmd) => {
+                    let (kind, batch) = match &cmd {
+                        RunCommand::InsertMessages(b) => ("insert", b.clone()),
+                        RunCommand::BreakMessages(b) => ("break", b.clone()),
+                        RunCommand::Cancel { .. } => ("cancel", Vec::new()),
+                    };
+                    let result = routes.conversation.deliver(Some(routes.run_id), cmd);
+                    if result == CommandResult::StaleTarget {
+                        tracing::debug!(seqno, kind, "conversation action for another run ignored");
+                        return;
+                    }
+                    tracing::info!(seqno, kind, ?result, "conversation action delivered to the run");
+                    if result == CommandResult::Applied {
+                        for entry in &batch {
+                            routes.output.publish(events::frame(&delivery::appended(entry), false));
+                        }
+                    }
+                }
             }
         }
         _ => {}
@@ -452,11 +537,20 @@ impl RunObserver for Frames {
                 self.emit(&events::partial_tool_call(id, card, delta, &mcid));
             }
             RunEvent::StepCompleted { .. } => self.close_thinking(&mut s),
+            RunEvent::CompactionStarted => {
+                self.close_thinking(&mut s);
+                self.emit(&compact::summary_started());
+            }
+            RunEvent::Compacted { summary, .. } => {
+                if let Some(summary) = summary {
+                    self.emit(&compact::summary(summary));
+                }
+                self.emit(&compact::summary_completed());
+            }
             RunEvent::Usage(_)
             | RunEvent::MessageAppended { .. }
             | RunEvent::ToolRoundStarted { .. }
-            | RunEvent::ToolRoundFinished { .. }
-            | RunEvent::Compacted { .. } => {}
+            | RunEvent::ToolRoundFinished { .. } => {}
         }
     }
 }

@@ -9,8 +9,8 @@
 //!   and steps (assistant text, thinking, tool-call card) are blobs too; `pending_tool_calls`
 //!   names the tool calls of the newest assistant message that have no results yet;
 //!   `token_details` the context use of the latest model call; plus mode, workspace URIs,
-//!   `agent_type = "ide"`, read paths and todos ([`Meta::todos`], empty until server-side todos
-//!   exist).
+//!   `agent_type = "ide"`, read paths and todos ([`Meta::todos`]: the conversation's server-side
+//!   list as the turn began; changes made during the turn appear from the next turn's checkpoints).
 //! - [`trim`] keeps the state under [`MAX_WIRE_BYTES`]. First (a Keyhaven addition that loses
 //!   nothing) long strings inside `pending_tool_calls` are abbreviated: the full arguments are in
 //!   the root blobs, and a 600 KB `write_file` would otherwise cost the whole history. Then, in
@@ -83,7 +83,7 @@ pub struct Meta {
     /// Prompt plus output tokens of the latest model call.
     pub used_tokens: u64,
     pub context_window: Option<u64>,
-    /// Serialized `TodoItem`s. Seam: filled once server-side todos exist.
+    /// Serialized `TodoItem`s (the conversation's server-side list, `Conversation::todos`).
     pub todos: Vec<Vec<u8>>,
 }
 

@@ -6,7 +6,8 @@
 //! across steps and turns and provider prompt caches keep hitting.
 //!
 //! Modes: `agent` (and unspecified) get every tool; the other modes (ask, plan, …) only the
-//! read-only ones (read, grep, glob, ls), without MCP tools.
+//! read-only ones (read, grep, glob, ls, diagnostics, fetch) and the todo list, without MCP
+//! tools.
 
 use std::collections::HashMap;
 
@@ -27,6 +28,12 @@ pub enum ToolKind {
     Glob,
     Ls,
     Delete,
+    /// Server-side todo list (no exec).
+    Todos,
+    Diagnostics,
+    Fetch,
+    /// Server-side search after the user's approval.
+    WebSearch,
     /// Index into [`Catalog::mcp`].
     Mcp(usize),
 }
@@ -35,7 +42,15 @@ impl ToolKind {
     /// Read-only tools send their exec before `tool_call_started` (the order the real server
     /// uses); the others announce the card first.
     pub fn read_only(self) -> bool {
-        matches!(self, ToolKind::Read | ToolKind::Grep | ToolKind::Glob | ToolKind::Ls)
+        matches!(
+            self,
+            ToolKind::Read | ToolKind::Grep | ToolKind::Glob | ToolKind::Ls | ToolKind::Diagnostics | ToolKind::Fetch
+        )
+    }
+
+    /// Offered in every mode (ask, plan, …), not only in agent mode.
+    pub fn any_mode(self) -> bool {
+        self.read_only() || matches!(self, ToolKind::Todos | ToolKind::WebSearch)
     }
 }
 
@@ -47,6 +62,10 @@ pub const GREP: &str = "grep";
 pub const GLOB: &str = "glob_file_search";
 pub const LS: &str = "list_dir";
 pub const DELETE: &str = "delete_file";
+pub const TODOS: &str = "todo_write";
+pub const DIAGNOSTICS: &str = "read_lints";
+pub const FETCH: &str = "fetch_url";
+pub const WEB_SEARCH: &str = "web_search";
 
 fn builtins() -> Vec<(ToolKind, &'static str, &'static str, Value)> {
     vec![
@@ -135,6 +154,45 @@ fn builtins() -> Vec<(ToolKind, &'static str, &'static str, Value)> {
                 "path": {"type": "string", "description": "File path, relative to the workspace root or absolute."}
             }, "required": ["path"]}),
         ),
+        (
+            ToolKind::Todos,
+            TODOS,
+            "Keep a todo list for multi-step work; the user sees it. Send every item with `merge: false` to \
+             replace the list, or only changed items with `merge: true` (matched by id).",
+            json!({"type": "object", "properties": {
+                "todos": {"type": "array", "items": {"type": "object", "properties": {
+                    "id": {"type": "string"},
+                    "content": {"type": "string", "description": "What to do."},
+                    "status": {"type": "string", "enum": ["pending", "in_progress", "completed", "cancelled"]},
+                    "dependencies": {"type": "array", "items": {"type": "string"}, "description": "Ids this item waits for."}
+                }, "required": ["id"]}},
+                "merge": {"type": "boolean", "description": "Update items by id instead of replacing the list."}
+            }, "required": ["todos"]}),
+        ),
+        (
+            ToolKind::Diagnostics,
+            DIAGNOSTICS,
+            "Read the editor's diagnostics (errors, warnings from linters and language servers) for a file.",
+            json!({"type": "object", "properties": {
+                "path": {"type": "string", "description": "File path, relative to the workspace root or absolute."}
+            }, "required": ["path"]}),
+        ),
+        (
+            ToolKind::Fetch,
+            FETCH,
+            "Fetch a URL through the user's editor and return its content.",
+            json!({"type": "object", "properties": {
+                "url": {"type": "string", "description": "The http(s) URL."}
+            }, "required": ["url"]}),
+        ),
+        (
+            ToolKind::WebSearch,
+            WEB_SEARCH,
+            "Search the web (the user approves each search). Returns titles, URLs and snippets.",
+            json!({"type": "object", "properties": {
+                "query": {"type": "string", "description": "The search terms."}
+            }, "required": ["query"]}),
+        ),
     ]
 }
 
@@ -160,7 +218,7 @@ impl Catalog {
         let full = matches!(mode, AgentMode::Agent | AgentMode::Unspecified);
         let mut c = Catalog::default();
         for (kind, name, description, schema) in builtins() {
-            if !full && !kind.read_only() {
+            if !full && !kind.any_mode() {
                 continue;
             }
             c.kinds.insert(name.to_owned(), kind);
@@ -217,6 +275,10 @@ impl Catalog {
             ToolKind::Glob => tool_call::Tool::GlobToolCall(agent::GlobToolCall::default()),
             ToolKind::Ls => tool_call::Tool::LsToolCall(agent::LsToolCall::default()),
             ToolKind::Delete => tool_call::Tool::DeleteToolCall(agent::DeleteToolCall::default()),
+            ToolKind::Todos => tool_call::Tool::UpdateTodosToolCall(agent::UpdateTodosToolCall::default()),
+            ToolKind::Diagnostics => tool_call::Tool::ReadLintsToolCall(agent::ReadLintsToolCall::default()),
+            ToolKind::Fetch => tool_call::Tool::FetchToolCall(agent::FetchToolCall::default()),
+            ToolKind::WebSearch => tool_call::Tool::WebSearchToolCall(agent::WebSearchToolCall::default()),
             ToolKind::Mcp(_) => tool_call::Tool::McpToolCall(agent::McpToolCall::default()),
         };
         Some(agent::ToolCall { tool: Some(tool) })

@@ -26,9 +26,12 @@ use crate::cursor::tools::catalog::{Catalog, ToolKind};
 use crate::cursor::tools::edit::{self, EditSummary};
 use crate::cursor::tools::exec::{ExecChannel, ExecError, ExecEvent};
 use crate::cursor::tools::json;
+use crate::cursor::tools::query::QueryChannel;
+use crate::cursor::tools::todos::TodoList;
 use crate::cursor::transport::Output;
 use crate::model::{ImageSource, Part};
 use crate::run::{ToolCall, ToolContext, ToolHost, ToolOutput};
+use crate::search::SearchProvider;
 
 /// The most characters of one tool result the model sees.
 const MAX_RESULT_CHARS: usize = 60_000;
@@ -48,13 +51,19 @@ pub struct CursorTools {
     pub output: Arc<Output>,
     /// The workspace root relative paths resolve against (the client's first workspace path).
     pub workspace: Option<String>,
+    /// The conversation's todo list (server-side).
+    pub todos: Arc<TodoList>,
+    /// Approval requests to the UI.
+    pub queries: Arc<QueryChannel>,
+    /// The web search provider, if one is configured.
+    pub search: Option<Arc<dyn SearchProvider>>,
 }
 
 /// One call being executed.
 #[derive(Clone, Copy)]
-struct Call<'a> {
-    id: &'a str,
-    mcid: &'a str,
+pub(crate) struct Call<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) mcid: &'a str,
 }
 
 fn cap(mut s: String, max: usize) -> String {
@@ -185,6 +194,22 @@ impl ToolHost for CursorTools {
                     Ok(a) => self.delete(c, a).await,
                     Err(e) => e,
                 },
+                ToolKind::Todos => match args(&call) {
+                    Ok(a) => self.todos_tool(c, a),
+                    Err(e) => e,
+                },
+                ToolKind::Diagnostics => match args(&call) {
+                    Ok(a) => self.diagnostics(c, a).await,
+                    Err(e) => e,
+                },
+                ToolKind::Fetch => match args(&call) {
+                    Ok(a) => self.fetch(c, a).await,
+                    Err(e) => e,
+                },
+                ToolKind::WebSearch => match args(&call) {
+                    Ok(a) => self.web_search(c, a).await,
+                    Err(e) => e,
+                },
                 ToolKind::Mcp(i) => self.mcp(c, i, &call).await,
             };
             ToolOutput { content: out.content.into_iter().map(cap_part).collect(), is_error: out.is_error }
@@ -200,21 +225,21 @@ fn cap_part(p: Part) -> Part {
 }
 
 impl CursorTools {
-    fn emit(&self, m: &agent::AgentServerMessage) {
+    pub(crate) fn emit(&self, m: &agent::AgentServerMessage) {
         self.output.publish(events::frame(m, false));
     }
 
-    fn started(&self, c: Call<'_>, tool: tool_call::Tool) {
+    pub(crate) fn started(&self, c: Call<'_>, tool: tool_call::Tool) {
         self.emit(&events::tool_call_started(c.id, agent::ToolCall { tool: Some(tool) }, c.mcid));
     }
 
-    fn completed(&self, c: Call<'_>, tool: tool_call::Tool) {
+    pub(crate) fn completed(&self, c: Call<'_>, tool: tool_call::Tool) {
         self.emit(&events::tool_call_completed(c.id, agent::ToolCall { tool: Some(tool) }, c.mcid));
     }
 
     /// A path as the client should see it: absolute paths unchanged, relative ones under the
     /// workspace root (when known).
-    fn resolve(&self, p: &str) -> String {
+    pub(crate) fn resolve(&self, p: &str) -> String {
         let p = p.trim();
         let b = p.as_bytes();
         let absolute =

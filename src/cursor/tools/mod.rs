@@ -10,13 +10,21 @@
 //!   `tool_call_completed`, call id = exec id = the model's tool call id) and the result text the
 //!   model sees.
 //! - [`edit`]: before/after, lines added and removed, and the unified diff of an edit card.
+//! - [`todos`]: the conversation's server-side todo list and the `todo_write` tool.
+//! - [`inspect`]: the diagnostics (`read_lints`) and fetch (`fetch_url`) exec tools.
+//! - [`query`]: interaction queries (approval requests to the UI) and their responses by id.
+//! - [`web`]: the `web_search` tool (approval, then a `crate::search` provider).
 //! - [`json`]: JSON ↔ `google.protobuf.Value` (MCP arguments and schemas).
 
 pub mod catalog;
 pub mod dispatch;
 pub mod edit;
 pub mod exec;
+pub mod inspect;
 pub mod json;
+pub mod query;
+pub mod todos;
+pub mod web;
 
 #[cfg(test)]
 mod tests;

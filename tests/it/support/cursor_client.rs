@@ -171,9 +171,24 @@ impl Conn {
 
 /// Starts an engine whose `[agent]` table is `agent` (e.g. `exec_timeout = 2000`).
 pub async fn start(agent: &str) -> CursorSim {
+    start_with(agent, "").await
+}
+
+/// A model of the test config with a 1000-token context window (compaction tests).
+pub const SMALL_MODEL: &str = r#"
+[[models]]
+name = "small-model"
+provider = "oa"
+upstream = "gpt-4o-mini"
+context_window = 1000
+capabilities = { tools = true }
+"#;
+
+/// As [`start`], with `extra` (e.g. more `[[models]]`) appended to the config.
+pub async fn start_with(agent: &str, extra: &str) -> CursorSim {
     let mock = MockUpstream::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = config_text(&mock.url(), "") + "\n[agent]\n" + agent + "\n";
+    let config = config_text(&mock.url(), "") + "\n[agent]\n" + agent + "\n" + extra;
     let keyring = Arc::new(MemoryKeyring::default());
     let te = TestEngine::start_with_keyring(dir, &config, keyring.clone()).await;
     let conn = Conn::of(&te);
@@ -230,6 +245,10 @@ pub struct Turn {
     pub pre_fetched_blobs: Vec<agent::PreFetchedBlob>,
     /// Send `resume_action` instead of the user message.
     pub resume: bool,
+    /// The model the client picked (`oa-model` unless set).
+    pub model: String,
+    /// Send `summarize_action` as the run's action instead of the user message.
+    pub summarize: bool,
 }
 
 impl Turn {
@@ -244,6 +263,8 @@ impl Turn {
             state: None,
             pre_fetched_blobs: Vec::new(),
             resume: false,
+            model: "oa-model".into(),
+            summarize: false,
         }
     }
 
@@ -255,6 +276,11 @@ impl Turn {
     pub fn resuming(mut self) -> Turn {
         self.resume = true;
         self
+    }
+
+    /// A run request that asks to summarize (compact) the conversation.
+    pub fn summarize(request_id: &str, conversation_id: &str) -> Turn {
+        Turn { summarize: true, ..Turn::new(request_id, conversation_id, "") }
     }
 }
 
@@ -273,6 +299,8 @@ pub enum Act {
     Late { heartbeats: u32, gap: Duration },
     /// Answer with this message instead.
     Reply(exec_client_message::Message),
+    /// Execute it once the semaphore gives a permit (the test decides when).
+    After(Arc<tokio::sync::Semaphore>),
 }
 
 pub type Policy = Arc<dyn Fn(&agent::ExecServerMessage) -> Act + Send + Sync>;
@@ -382,7 +410,8 @@ impl Seen {
     }
 }
 
-/// A run in progress: the reader task answers execs; the test may cancel.
+/// A run in progress: the reader task answers execs; the test may cancel, send follow-up
+/// actions, and wait until the client has seen something.
 pub struct Run {
     request_id: String,
     seq: Arc<AtomicU64>,
@@ -479,6 +508,39 @@ impl Run {
         Dropped { request_id: self.request_id, seq: self.seq }
     }
 
+    /// A follow-up user message sent while the run works (`conversation_action` with a
+    /// `user_message_action`); `interrupt` marks the pending tool calls as interrupted for it.
+    pub async fn user_message(&self, message_id: &str, text: &str, interrupt: bool) {
+        self.send(agent_client_message::Message::ConversationAction(agent::ConversationAction {
+            action: Some(agent::conversation_action::Action::UserMessageAction(agent::UserMessageAction {
+                user_message: Some(agent::UserMessage {
+                    text: text.into(),
+                    message_id: message_id.into(),
+                    mode: agent::AgentMode::Agent as i32,
+                    ..Default::default()
+                }),
+                interrupted_pending_tool_call_resolutions: interrupt.then(Vec::new),
+                ..Default::default()
+            })),
+            ..Default::default()
+        }))
+        .await;
+    }
+
+    /// The summarize action, sent while the run works.
+    pub async fn summarize(&self) {
+        self.send(agent_client_message::Message::ConversationAction(agent::ConversationAction {
+            action: Some(agent::conversation_action::Action::SummarizeAction(agent::SummarizeAction {})),
+            ..Default::default()
+        }))
+        .await;
+    }
+
+    /// Waits until the server messages seen so far (heartbeats excluded) satisfy `done`.
+    pub async fn wait_for(&self, done: impl Fn(&[agent::AgentServerMessage]) -> bool) {
+        self.wait_until(done).await;
+    }
+
     /// Waits for the run's end-stream and returns what the client saw.
     pub async fn finish(self) -> Seen {
         tokio::time::timeout(TIMEOUT * 2, self.task).await.expect("the run ends").expect("reader task")
@@ -501,7 +563,9 @@ pub fn run_request(turn: &Turn, workspace: &str) -> agent::AgentClientMessage {
         }),
         ..Default::default()
     };
-    let action = if turn.resume {
+    let action = if turn.summarize {
+        agent::conversation_action::Action::SummarizeAction(agent::SummarizeAction {})
+    } else if turn.resume {
         agent::conversation_action::Action::ResumeAction(agent::ResumeAction { request_context: Some(request_context) })
     } else {
         agent::conversation_action::Action::UserMessageAction(agent::UserMessageAction {
@@ -520,7 +584,7 @@ pub fn run_request(turn: &Turn, workspace: &str) -> agent::AgentClientMessage {
             conversation_state: turn.state.clone(),
             pre_fetched_blobs: turn.pre_fetched_blobs.clone(),
             action: Some(agent::ConversationAction { action: Some(action), ..Default::default() }),
-            requested_model: Some(agent::RequestedModel { model_id: "oa-model".into(), ..Default::default() }),
+            requested_model: Some(agent::RequestedModel { model_id: turn.model.clone(), ..Default::default() }),
             mcp_tools: Some(agent::McpTools { mcp_tools: turn.mcp_tools.clone() }),
             conversation_id: Some(turn.conversation_id.clone()),
             ..Default::default()
@@ -616,6 +680,29 @@ async fn drive(
                     }
                 }
             }
+            Some(agent_server_message::Message::InteractionQuery(q)) => {
+                // The user approves every approval request.
+                let (conn, id, seq) = (conn.clone(), request_id.clone(), seq.clone());
+                tasks.push(tokio::spawn(async move {
+                    let result = match q.query {
+                        Some(agent::interaction_query::Query::WebSearchRequestQuery(_)) | None => {
+                            agent::interaction_response::Result::WebSearchRequestResponse(
+                                agent::WebSearchRequestResponse {
+                                    result: Some(agent::web_search_request_response::Result::Approved(
+                                        agent::WebSearchApproved {},
+                                    )),
+                                },
+                            )
+                        }
+                    };
+                    let msg = agent_client_message::Message::InteractionResponse(agent::InteractionResponse {
+                        id: q.id,
+                        result: Some(result),
+                    });
+                    let seqno = seq.fetch_add(1, Ordering::SeqCst);
+                    conn.append(&id, seqno, &agent::AgentClientMessage { message: Some(msg) }.encode_to_vec()).await;
+                }));
+            }
             Some(agent_server_message::Message::ExecServerMessage(x)) => {
                 // Like the IDE, execs are handled concurrently.
                 let (conn, ws, id, seq, act) = (conn.clone(), ws.clone(), request_id.clone(), seq.clone(), policy(&x));
@@ -675,6 +762,10 @@ async fn answer(
             ws.execute(&x).await
         }
         Act::Run => ws.execute(&x).await,
+        Act::After(gate) => {
+            gate.acquire().await.expect("gate open").forget();
+            ws.execute(&x).await
+        }
     };
     for reply in replies {
         send(agent_client_message::Message::ExecClientMessage(agent::ExecClientMessage {
@@ -768,6 +859,8 @@ impl Workspace {
             Q::LsArgs(a) => vec![R::LsResult(self.ls_exec(&a))],
             Q::ShellStreamArgs(a) | Q::ShellArgs(a) => self.shell_exec(&a).await,
             Q::McpArgs(a) => vec![R::McpResult(mcp_exec(&a))],
+            Q::DiagnosticsArgs(a) => vec![R::DiagnosticsResult(self.diagnostics_exec(&a))],
+            Q::FetchArgs(a) => vec![R::FetchResult(fetch_exec(&a))],
         }
     }
 
@@ -979,6 +1072,53 @@ impl Workspace {
         msgs.push(ev(E::Exit(agent::ShellStreamExit { code, cwd: a.working_directory.clone(), aborted: false })));
         msgs
     }
+}
+
+impl Workspace {
+    /// The simulated language server: a file containing `FIXME` has one warning per such line.
+    fn diagnostics_exec(&self, a: &agent::DiagnosticsArgs) -> agent::DiagnosticsResult {
+        use agent::diagnostics_result::Result as R;
+        let result = match self.inside(&a.path) {
+            None => R::Rejected(agent::PathReason { path: a.path.clone(), reason: "outside the workspace".into() }),
+            Some(p) => match std::fs::read_to_string(&p) {
+                Err(_) => R::FileNotFound(agent::PathOnly { path: a.path.clone() }),
+                Ok(text) => {
+                    let diagnostics: Vec<agent::Diagnostic> = text
+                        .lines()
+                        .filter(|l| l.contains("FIXME"))
+                        .map(|l| agent::Diagnostic {
+                            severity: 2,
+                            message: format!("unresolved FIXME: {}", l.trim()),
+                            source: "sim-lint".into(),
+                            ..Default::default()
+                        })
+                        .collect();
+                    R::Success(agent::DiagnosticsSuccess {
+                        path: a.path.clone(),
+                        total_diagnostics: i32::try_from(diagnostics.len()).expect("n"),
+                        diagnostics,
+                    })
+                }
+            },
+        };
+        agent::DiagnosticsResult { result: Some(result) }
+    }
+}
+
+/// The simulated web: `https://example.test/…` answers a fixed page, everything else fails.
+fn fetch_exec(a: &agent::FetchArgs) -> agent::FetchResult {
+    use agent::fetch_result::Result as R;
+    let result = if a.url.starts_with("https://example.test/") {
+        R::Success(agent::FetchSuccess {
+            url: a.url.clone(),
+            content: format!("<html><body>page at {}</body></html>", a.url),
+            status_code: 200,
+            content_type: "text/html".into(),
+        })
+    } else {
+        R::Error(agent::FetchError { url: a.url.clone(), error: "no network in the simulator".into() })
+    };
+    agent::FetchResult { result: Some(result) }
 }
 
 /// The simulated MCP server: `echo` returns its arguments as text plus a 1-pixel PNG.

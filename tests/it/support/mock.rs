@@ -24,6 +24,8 @@ pub struct Reply {
     pub head_delay: Duration,
     /// After the chunks, keep the stream open (silent) instead of ending it.
     pub hang: bool,
+    /// After this many chunks, wait for a permit of the semaphore before sending the rest.
+    pub gate: Option<(usize, Arc<tokio::sync::Semaphore>)>,
 }
 
 impl Reply {
@@ -35,6 +37,7 @@ impl Reply {
             delay: Duration::ZERO,
             head_delay: Duration::ZERO,
             hang: false,
+            gate: None,
         }
     }
 
@@ -46,6 +49,7 @@ impl Reply {
             delay: Duration::ZERO,
             head_delay: Duration::ZERO,
             hang: false,
+            gate: None,
         }
     }
 
@@ -66,6 +70,12 @@ impl Reply {
 
     pub fn hang(mut self) -> Reply {
         self.hang = true;
+        self
+    }
+
+    /// Sends `chunks` chunks, then waits until `gate` gives a permit before the rest.
+    pub fn gate(mut self, chunks: usize, gate: Arc<tokio::sync::Semaphore>) -> Reply {
+        self.gate = Some((chunks, gate));
         self
     }
 }
@@ -177,13 +187,18 @@ async fn handle(
     tokio::time::sleep(reply.head_delay).await;
     let watch = DropWatch { inner: inner.clone(), finished: false };
     let stream = futures::stream::unfold(
-        (reply.chunks.clone().into_iter(), watch, reply.clone(), true),
-        |(mut it, mut watch, reply, first)| async move {
+        (reply.chunks.clone().into_iter(), watch, reply.clone(), true, 0usize),
+        |(mut it, mut watch, reply, first, sent)| async move {
             if !first && !reply.delay.is_zero() {
                 tokio::time::sleep(reply.delay).await;
             }
+            if let Some((n, gate)) = &reply.gate
+                && sent == *n
+            {
+                gate.acquire().await.expect("gate open").forget();
+            }
             match it.next() {
-                Some(chunk) => Some((Ok::<_, Infallible>(Bytes::from(chunk)), (it, watch, reply, false))),
+                Some(chunk) => Some((Ok::<_, Infallible>(Bytes::from(chunk)), (it, watch, reply, false, sent + 1))),
                 None => {
                     if reply.hang {
                         std::future::pending::<()>().await;

@@ -64,7 +64,7 @@ pub struct ExecServerMessage {
     pub id: u32,
     #[prost(string, tag = "15")]
     pub exec_id: ::prost::alloc::string::String,
-    #[prost(oneof = "exec_server_message::Message", tags = "2, 3, 4, 5, 7, 8, 11, 14")]
+    #[prost(oneof = "exec_server_message::Message", tags = "2, 3, 4, 5, 7, 8, 9, 11, 14, 20")]
     pub message: ::core::option::Option<exec_server_message::Message>,
 }
 /// Nested message and enum types in `ExecServerMessage`.
@@ -83,10 +83,14 @@ pub mod exec_server_message {
         ReadArgs(super::ReadArgs),
         #[prost(message, tag = "8")]
         LsArgs(super::LsArgs),
+        #[prost(message, tag = "9")]
+        DiagnosticsArgs(super::DiagnosticsArgs),
         #[prost(message, tag = "11")]
         McpArgs(super::McpArgs),
         #[prost(message, tag = "14")]
         ShellStreamArgs(super::ShellArgs),
+        #[prost(message, tag = "20")]
+        FetchArgs(super::FetchArgs),
     }
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -95,7 +99,7 @@ pub struct ExecClientMessage {
     pub id: u32,
     #[prost(string, tag = "15")]
     pub exec_id: ::prost::alloc::string::String,
-    #[prost(oneof = "exec_client_message::Message", tags = "2, 3, 4, 5, 7, 8, 11, 14")]
+    #[prost(oneof = "exec_client_message::Message", tags = "2, 3, 4, 5, 7, 8, 9, 11, 14, 20")]
     pub message: ::core::option::Option<exec_client_message::Message>,
 }
 /// Nested message and enum types in `ExecClientMessage`.
@@ -114,10 +118,14 @@ pub mod exec_client_message {
         ReadResult(super::ReadResult),
         #[prost(message, tag = "8")]
         LsResult(super::LsResult),
+        #[prost(message, tag = "9")]
+        DiagnosticsResult(super::DiagnosticsResult),
         #[prost(message, tag = "11")]
         McpResult(super::McpResult),
         #[prost(message, tag = "14")]
         ShellStream(super::ShellStream),
+        #[prost(message, tag = "20")]
+        FetchResult(super::FetchResult),
     }
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -238,16 +246,77 @@ pub struct KvError {
     #[prost(string, tag = "1")]
     pub message: ::prost::alloc::string::String,
 }
-/// Interaction queries are filled in by a later part (§4.10).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+/// Interaction queries (§4.10): the server asks the UI for approval; the response has the same id
+/// and case number. Only web search approval is declared so far.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct InteractionQuery {
     #[prost(uint32, tag = "1")]
     pub id: u32,
+    #[prost(oneof = "interaction_query::Query", tags = "2")]
+    pub query: ::core::option::Option<interaction_query::Query>,
 }
-#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+/// Nested message and enum types in `InteractionQuery`.
+pub mod interaction_query {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Query {
+        #[prost(message, tag = "2")]
+        WebSearchRequestQuery(super::WebSearchRequestQuery),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct InteractionResponse {
     #[prost(uint32, tag = "1")]
     pub id: u32,
+    #[prost(oneof = "interaction_response::Result", tags = "2")]
+    pub result: ::core::option::Option<interaction_response::Result>,
+}
+/// Nested message and enum types in `InteractionResponse`.
+pub mod interaction_response {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "2")]
+        WebSearchRequestResponse(super::WebSearchRequestResponse),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WebSearchArgs {
+    #[prost(string, tag = "1")]
+    pub search_term: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub tool_call_id: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WebSearchRequestQuery {
+    #[prost(message, optional, tag = "1")]
+    pub args: ::core::option::Option<WebSearchArgs>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WebSearchRequestResponse {
+    #[prost(oneof = "web_search_request_response::Result", tags = "1, 2")]
+    pub result: ::core::option::Option<web_search_request_response::Result>,
+}
+/// Nested message and enum types in `WebSearchRequestResponse`.
+pub mod web_search_request_response {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Approved(super::WebSearchApproved),
+        #[prost(message, tag = "2")]
+        Rejected(super::WebSearchRejected),
+    }
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WebSearchApproved {}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WebSearchRejected {
+    #[prost(string, tag = "1")]
+    pub reason: ::prost::alloc::string::String,
+}
+/// The web search card; its result shape is not in the reference, so only the arguments travel.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WebSearchToolCall {
+    #[prost(message, optional, tag = "1")]
+    pub args: ::core::option::Option<WebSearchArgs>,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct ShellArgs {
@@ -904,7 +973,7 @@ pub struct JsonList {
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ToolCall {
-    #[prost(oneof = "tool_call::Tool", tags = "1, 3, 4, 5, 8, 12, 13, 15")]
+    #[prost(oneof = "tool_call::Tool", tags = "1, 3, 4, 5, 8, 12, 9, 13, 14, 15, 18, 24")]
     pub tool: ::core::option::Option<tool_call::Tool>,
 }
 /// Nested message and enum types in `ToolCall`.
@@ -923,10 +992,18 @@ pub mod tool_call {
         ReadToolCall(super::ReadToolCall),
         #[prost(message, tag = "12")]
         EditToolCall(super::EditToolCall),
+        #[prost(message, tag = "9")]
+        UpdateTodosToolCall(super::UpdateTodosToolCall),
         #[prost(message, tag = "13")]
         LsToolCall(super::LsToolCall),
+        #[prost(message, tag = "14")]
+        ReadLintsToolCall(super::ReadLintsToolCall),
         #[prost(message, tag = "15")]
         McpToolCall(super::McpToolCall),
+        #[prost(message, tag = "18")]
+        WebSearchToolCall(super::WebSearchToolCall),
+        #[prost(message, tag = "24")]
+        FetchToolCall(super::FetchToolCall),
     }
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -1321,6 +1398,10 @@ pub struct UserMessageAction {
     pub send_to_interaction_listener: ::core::option::Option<bool>,
     #[prost(message, repeated, tag = "4")]
     pub prepend_user_messages: ::prost::alloc::vec::Vec<UserMessage>,
+    /// Its content is not read (type unverified); present means the client interrupted the
+    /// pending tool calls for this message, which Keyhaven delivers as a break.
+    #[prost(bytes = "vec", optional, tag = "6")]
+    pub interrupted_pending_tool_call_resolutions: ::core::option::Option<::prost::alloc::vec::Vec<u8>>,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ResumeAction {
@@ -1711,6 +1792,175 @@ pub struct GetDefaultModelForCliResponse {
     #[prost(message, optional, tag = "1")]
     pub model: ::core::option::Option<ModelDetails>,
 }
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct TodoItem {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub content: ::prost::alloc::string::String,
+    #[prost(enumeration = "TodoStatus", tag = "3")]
+    pub status: i32,
+    #[prost(int64, tag = "4")]
+    pub created_at: i64,
+    #[prost(int64, tag = "5")]
+    pub updated_at: i64,
+    #[prost(string, repeated, tag = "6")]
+    pub dependencies: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+/// Purely server-side: the card shows the merged list.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct UpdateTodosToolCall {
+    #[prost(message, optional, tag = "1")]
+    pub args: ::core::option::Option<UpdateTodosArgs>,
+    #[prost(message, optional, tag = "2")]
+    pub result: ::core::option::Option<UpdateTodosResult>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct UpdateTodosArgs {
+    #[prost(message, repeated, tag = "1")]
+    pub todos: ::prost::alloc::vec::Vec<TodoItem>,
+    #[prost(bool, tag = "2")]
+    pub merge: bool,
+}
+/// The field types of success and error are not in the reference; int32 counts and a string
+/// error are assumptions.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct UpdateTodosResult {
+    #[prost(oneof = "update_todos_result::Result", tags = "1, 2")]
+    pub result: ::core::option::Option<update_todos_result::Result>,
+}
+/// Nested message and enum types in `UpdateTodosResult`.
+pub mod update_todos_result {
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Success(super::UpdateTodosSuccess),
+        #[prost(message, tag = "2")]
+        Error(super::UpdateTodosError),
+    }
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct UpdateTodosSuccess {
+    #[prost(message, repeated, tag = "1")]
+    pub todos: ::prost::alloc::vec::Vec<TodoItem>,
+    #[prost(int32, tag = "2")]
+    pub total_count: i32,
+    #[prost(bool, tag = "3")]
+    pub was_merge: bool,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct UpdateTodosError {
+    #[prost(string, tag = "1")]
+    pub error: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DiagnosticsArgs {
+    #[prost(string, tag = "1")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub tool_call_id: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct DiagnosticsResult {
+    #[prost(oneof = "diagnostics_result::Result", tags = "1, 2, 3, 4, 5")]
+    pub result: ::core::option::Option<diagnostics_result::Result>,
+}
+/// Nested message and enum types in `DiagnosticsResult`.
+pub mod diagnostics_result {
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Success(super::DiagnosticsSuccess),
+        #[prost(message, tag = "2")]
+        Error(super::PathError),
+        #[prost(message, tag = "3")]
+        Rejected(super::PathReason),
+        #[prost(message, tag = "4")]
+        FileNotFound(super::PathOnly),
+        #[prost(message, tag = "5")]
+        PermissionDenied(super::PathOnly),
+    }
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct DiagnosticsSuccess {
+    #[prost(string, tag = "1")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(message, repeated, tag = "2")]
+    pub diagnostics: ::prost::alloc::vec::Vec<Diagnostic>,
+    #[prost(int32, tag = "3")]
+    pub total_diagnostics: i32,
+}
+/// `range` and `code` have unknown shapes; kept as bytes (any length-delimited value decodes).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct Diagnostic {
+    #[prost(int32, tag = "1")]
+    pub severity: i32,
+    #[prost(bytes = "vec", tag = "2")]
+    pub range: ::prost::alloc::vec::Vec<u8>,
+    #[prost(string, tag = "3")]
+    pub message: ::prost::alloc::string::String,
+    #[prost(string, tag = "4")]
+    pub source: ::prost::alloc::string::String,
+    #[prost(bytes = "vec", tag = "5")]
+    pub code: ::prost::alloc::vec::Vec<u8>,
+    #[prost(bool, tag = "6")]
+    pub is_stale: bool,
+}
+/// The read_lints card: assumed to carry the diagnostics exec messages, like ls and grep.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ReadLintsToolCall {
+    #[prost(message, optional, tag = "1")]
+    pub args: ::core::option::Option<DiagnosticsArgs>,
+    #[prost(message, optional, tag = "2")]
+    pub result: ::core::option::Option<DiagnosticsResult>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct FetchArgs {
+    #[prost(string, tag = "1")]
+    pub url: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub tool_call_id: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct FetchResult {
+    #[prost(oneof = "fetch_result::Result", tags = "1, 2")]
+    pub result: ::core::option::Option<fetch_result::Result>,
+}
+/// Nested message and enum types in `FetchResult`.
+pub mod fetch_result {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Success(super::FetchSuccess),
+        #[prost(message, tag = "2")]
+        Error(super::FetchError),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct FetchSuccess {
+    #[prost(string, tag = "1")]
+    pub url: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub content: ::prost::alloc::string::String,
+    #[prost(int32, tag = "3")]
+    pub status_code: i32,
+    #[prost(string, tag = "4")]
+    pub content_type: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct FetchError {
+    #[prost(string, tag = "1")]
+    pub url: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub error: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct FetchToolCall {
+    #[prost(message, optional, tag = "1")]
+    pub args: ::core::option::Option<FetchArgs>,
+    #[prost(message, optional, tag = "2")]
+    pub result: ::core::option::Option<FetchResult>,
+}
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]
 pub enum JsonNull {
@@ -1806,6 +2056,41 @@ impl ThinkingStyle {
             "THINKING_STYLE_DEFAULT" => Some(Self::Default),
             "THINKING_STYLE_CODEX" => Some(Self::Codex),
             "THINKING_STYLE_GPT5" => Some(Self::Gpt5),
+            _ => None,
+        }
+    }
+}
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum TodoStatus {
+    Unspecified = 0,
+    Pending = 1,
+    InProgress = 2,
+    Completed = 3,
+    Cancelled = 4,
+}
+impl TodoStatus {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "TODO_STATUS_UNSPECIFIED",
+            Self::Pending => "TODO_STATUS_PENDING",
+            Self::InProgress => "TODO_STATUS_IN_PROGRESS",
+            Self::Completed => "TODO_STATUS_COMPLETED",
+            Self::Cancelled => "TODO_STATUS_CANCELLED",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "TODO_STATUS_UNSPECIFIED" => Some(Self::Unspecified),
+            "TODO_STATUS_PENDING" => Some(Self::Pending),
+            "TODO_STATUS_IN_PROGRESS" => Some(Self::InProgress),
+            "TODO_STATUS_COMPLETED" => Some(Self::Completed),
+            "TODO_STATUS_CANCELLED" => Some(Self::Cancelled),
             _ => None,
         }
     }

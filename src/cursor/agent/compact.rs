@@ -1,0 +1,100 @@
+//! Compaction on Cursor's wire: the `summary_started`, `summary{summary}`, `summary_completed`
+//! interaction updates (cursor-protocol.md §4.6, cases 10, 9, 11) around every compaction, and
+//! the turn a `summarize_action` run request asks for.
+//!
+//! Compaction itself is `run::Summarizer`: during a run it happens before a model cycle when
+//! the latest prompt used `[agent] compact_at` percent of the model's context window (from the
+//! catalog's `context_window`), or after a mid-run `summarize_action`. A `summarize_action` as
+//! the run request's own action compacts the conversation at once and ends the turn with
+//! `turn_ended` and `{}` (an assistant acknowledgement follows the summary there, so the next
+//! user message never follows another user message). Either way the transcript is replaced explicitly (the one exception
+//! to append-only; the store's copy is replaced in one transaction), and later turns append to
+//! the compacted transcript again.
+
+use std::sync::Arc;
+
+use crate::cursor::agent::{AgentDeps, TurnEnd};
+use crate::cursor::protocol::agent::{self, AgentMode, McpToolDefinition, interaction_update};
+use crate::cursor::protocol::events::{self, TurnUsage};
+use crate::cursor::tools::catalog::Catalog;
+use crate::cursor::transport::Transport;
+use crate::model::{Entry, Message, Role};
+use crate::run::compaction::summarized;
+use crate::run::{GatewayModel, Journal, Summarizer};
+
+pub fn summary_started() -> agent::AgentServerMessage {
+    events::update(interaction_update::Message::SummaryStarted(agent::SummaryStartedUpdate {}))
+}
+
+pub fn summary(text: &str) -> agent::AgentServerMessage {
+    events::update(interaction_update::Message::Summary(agent::SummaryUpdate { summary: text.to_owned() }))
+}
+
+pub fn summary_completed() -> agent::AgentServerMessage {
+    events::update(interaction_update::Message::SummaryCompleted(agent::SummaryCompletedUpdate { hook_message: None }))
+}
+
+/// The turn of a `summarize_action` run request: compacts the conversation (when it has
+/// anything to compact) and ends.
+pub async fn summarize_turn(
+    deps: &AgentDeps<'_>,
+    t: &Transport,
+    conversation_id: Option<&str>,
+    mcp: &[McpToolDefinition],
+    model_name: String,
+) -> TurnEnd {
+    let Some(id) = conversation_id.filter(|c| !c.is_empty()) else {
+        return TurnEnd::Ended(TurnUsage::default());
+    };
+    let conversation = deps.conversations.get(id).await;
+    conversation.supersede("summarize");
+    let mut transcript = tokio::select! {
+        biased;
+        () = t.cancel.cancelled() => return TurnEnd::Shutdown,
+        g = conversation.transcript.lock() => g,
+    };
+    let emit = |m: &agent::AgentServerMessage| t.output.publish(events::frame(m, false));
+    if transcript.entries().iter().all(|e| e.message.role == Role::System) {
+        return TurnEnd::Ended(TurnUsage::default());
+    }
+    let catalog = Catalog::build(AgentMode::Agent, mcp);
+    let summarizer = Summarizer {
+        model: Arc::new(GatewayModel { gateway: deps.gateway.clone(), dialect: "cursor", client: "cursor".to_owned() }),
+        model_name,
+        tools: catalog.defs().to_vec(),
+        percent: 0,
+        requested: Arc::default(),
+        cancel: t.cancel.child_token(),
+    };
+    emit(&summary_started());
+    let text = tokio::select! {
+        biased;
+        () = t.cancel.cancelled() => return TurnEnd::Shutdown,
+        s = summarizer.summary(transcript.entries()) => s,
+    };
+    if let Some(text) = text {
+        let id = format!("{}:c0", t.request_id);
+        let mut entries = summarized(transcript.entries(), &text, &id);
+        // The next turn's user message must not follow the summary's user message directly.
+        entries.push(Entry::new(
+            format!("{id}:ack"),
+            Message::text(Role::Assistant, "Understood. I will continue from this summary."),
+        ));
+        transcript.replace(entries);
+        let journal = Journal::new(deps.conversations.store().cloned(), &conversation.id, &t.request_id);
+        journal.replace(transcript.entries(), now_ms());
+        let failed = journal.barrier().await;
+        if failed > 0 {
+            tracing::warn!(request_id = %t.request_id, "the compacted transcript was not persisted");
+        }
+        emit(&summary(&text));
+    }
+    emit(&summary_completed());
+    TurnEnd::Ended(TurnUsage::default())
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

@@ -1,0 +1,94 @@
+//! Message compilation and delivery for actions that arrive while a run works
+//! (cursor-backend-design.md "Message compilation and delivery"): a `conversation_action` sent
+//! as its own `AgentClientMessage` during a run is classified here, then delivered to the
+//! conversation's current run with the run it was meant for as the target (the request id of
+//! the stream it arrived on).
+//!
+//! | action during a run | delivery |
+//! |---|---|
+//! | `user_message_action` | `InsertMessages`: waits until the current step (model call and tool round) completes |
+//! | `user_message_action` with `interrupted_pending_tool_call_resolutions` | `BreakMessages`: the current step is canceled, unfinished tools get interrupted results, the same run continues |
+//! | `cancel_action{reason}` | `Cancel`: the model call and every running exec are aborted; `turn_ended` + `{}` |
+//! | `summarize_action` | compaction before the next model cycle |
+//! | anything else (`resume_action`, …) | ignored |
+//!
+//! A message batch the run (or, when it was already finalizing, the next run) accepted is
+//! echoed as `user_message_appended` (§4.6 case 6), so the client knows it was taken.
+//!
+//! cursor-protocol.md does not classify mid-run user messages itself: it says a separate
+//! conversation action is how the client cancels and injects context mid-run (§4.4), and that a
+//! new message while running is observed as `cancel_action{new_message_submitted}` followed by a
+//! new run (§5.5; the new run supersedes the old through the run request, not through here). An
+//! injected user message is therefore context for the running task (insert), unless the client
+//! says it interrupted the pending tool calls for it (break). `prepend_user_messages` come first.
+
+use crate::cursor::protocol::agent::{self, conversation_action, interaction_update};
+use crate::cursor::protocol::events;
+use crate::model::{Entry, Message, Role};
+use crate::run::RunCommand;
+
+/// What a mid-run conversation action asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delivery {
+    Ignore,
+    Command(RunCommand),
+    Summarize,
+}
+
+/// The transcript id of a Cursor user message (`fallback` when the client gave no id).
+pub fn user_entry_id(message_id: &str, fallback: &str) -> String {
+    if message_id.is_empty() { fallback.to_owned() } else { format!("user:{message_id}") }
+}
+
+fn user_entry(m: &agent::UserMessage, fallback: &str) -> Entry {
+    Entry::new(user_entry_id(&m.message_id, fallback), Message::text(Role::User, m.text.clone()))
+}
+
+/// Classifies an action that arrived as message `seqno` of run `run_id`.
+pub fn classify(action: agent::ConversationAction, run_id: &str, seqno: u64) -> Delivery {
+    match action.action {
+        Some(conversation_action::Action::CancelAction(c)) => {
+            Delivery::Command(RunCommand::Cancel { reason: c.reason })
+        }
+        Some(conversation_action::Action::UserMessageAction(a)) => {
+            let mut batch: Vec<Entry> = a
+                .prepend_user_messages
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| !m.text.is_empty())
+                .map(|(i, m)| user_entry(m, &format!("{run_id}:in{seqno}.{i}")))
+                .collect();
+            if let Some(m) = a.user_message.as_ref().filter(|m| !m.text.is_empty()) {
+                batch.push(user_entry(m, &format!("{run_id}:in{seqno}")));
+            }
+            if batch.is_empty() {
+                return Delivery::Ignore;
+            }
+            if a.interrupted_pending_tool_call_resolutions.is_some() {
+                Delivery::Command(RunCommand::BreakMessages(batch))
+            } else {
+                Delivery::Command(RunCommand::InsertMessages(batch))
+            }
+        }
+        Some(conversation_action::Action::SummarizeAction(_)) => Delivery::Summarize,
+        Some(conversation_action::Action::ResumeAction(_)) | None => Delivery::Ignore,
+    }
+}
+
+/// `user_message_appended` for an accepted entry.
+pub fn appended(entry: &Entry) -> agent::AgentServerMessage {
+    let text = entry
+        .message
+        .content
+        .iter()
+        .filter_map(|p| match p {
+            crate::model::Part::Text { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let message_id = entry.id.strip_prefix("user:").unwrap_or(&entry.id).to_owned();
+    events::update(interaction_update::Message::UserMessageAppended(agent::UserMessageAppendedUpdate {
+        user_message: Some(agent::UserMessage { text, message_id, ..Default::default() }),
+    }))
+}
