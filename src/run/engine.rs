@@ -42,11 +42,16 @@ pub struct RunSpec {
 /// Who canceled a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CancelReason {
-    /// The front end's client (e.g. Cursor's stop button), with its reason.
+    /// The front end's client (e.g. Cursor's stop button), with its reason
+    /// ([`CONTINUED_ELSEWHERE`]: another run takes over the unfinished step).
     Client(String),
     /// The run's token fired (engine shutdown or the front end abandoning the run).
     Shutdown,
 }
+
+/// The cancel reason for a run that another run continues (e.g. a resume after a dropped
+/// connection): the unanswered step is left open for it, without a "no answer" note.
+pub const CONTINUED_ELSEWHERE: &str = "continued_elsewhere";
 
 /// How a run ended. Exactly one per run.
 #[derive(Debug, Clone, PartialEq)]
@@ -490,6 +495,7 @@ impl Engine<'_, '_> {
                     error.message
                 ),
             ),
+            Ending::Canceled(CancelReason::Client(reason)) if reason == CONTINUED_ELSEWHERE => return,
             Ending::Canceled(CancelReason::Client(_)) => {
                 ("stopped", "(No answer: the user stopped this turn.)".to_owned())
             }

@@ -38,7 +38,7 @@ pub mod port;
 
 pub use command::{CommandResult, RunCommand, RunHandle, RunInbox, command_channel};
 pub use compaction::{Compacted, CompactionContext, Compactor, NoCompaction, Summarizer};
-pub use engine::{CancelReason, RunOutcome, RunPorts, RunSpec, run};
+pub use engine::{CONTINUED_ELSEWHERE, CancelReason, RunOutcome, RunPorts, RunSpec, run};
 pub use journal::Journal;
 pub use messages::Transcript;
 pub use port::{

@@ -483,6 +483,24 @@ async fn a_cancel_during_tools_aborts_them_and_writes_interrupted_results() {
 }
 
 #[tokio::test]
+async fn a_run_continued_elsewhere_leaves_its_step_open_without_a_note() {
+    let model = Script::new(vec![tool_reply(&[("c1", "stuck", json!({}))])]);
+    let stuck = Stuck { dropped: Arc::default(), cancelled_seen: Arc::default() };
+    let mut t = Transcript::new();
+    let out = run_controlled(&model, &stuck, &mut t, |h, _| {
+        Box::pin(async move {
+            for _ in 0..100 {
+                tokio::task::yield_now().await;
+            }
+            h.send(None, RunCommand::Cancel { reason: crate::run::CONTINUED_ELSEWHERE.into() });
+        })
+    })
+    .await;
+    assert_eq!(out.status, RunStatus::Canceled);
+    assert_eq!(roles(&t), vec![Role::User, Role::Assistant, Role::Tool], "interrupted results, then no note");
+}
+
+#[tokio::test]
 async fn shutdown_is_checked_before_anything_else() {
     let model = Script::new(vec![text_reply("never")]);
     let mut t = Transcript::new();

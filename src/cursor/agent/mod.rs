@@ -212,7 +212,9 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         Some(id) => deps.conversations.get(&id).await,
         None => Conversation::detached(&run_id),
     };
-    conversation.supersede("new_message_submitted");
+    // A resume takes over the unfinished step of a run that may still be waiting (its stream
+    // dropped): that run ends without a "no answer" note, so the step stays open for this one.
+    conversation.supersede(if user.is_some() { "new_message_submitted" } else { crate::run::CONTINUED_ELSEWHERE });
     let mut transcript = tokio::select! {
         biased;
         () = t.cancel.cancelled() => return TurnEnd::Shutdown,
