@@ -38,6 +38,8 @@ pub async fn count_tokens(State(state): State<ApiState>, headers: HeaderMap, bod
         client,
         request_body: Some(body),
         cancel: state.shutdown.child_token(),
+        conversation_id: None,
+        request_id: None,
     };
     match state.gateway.count_tokens(req, ctx).await {
         Ok(count) => {

@@ -127,6 +127,8 @@ async fn handle(state: ApiState, dialect: Inbound, headers: HeaderMap, body: Bod
         client,
         request_body: Some(body),
         cancel: state.shutdown.child_token(),
+        conversation_id: None,
+        request_id: None,
     };
     let call = match state.gateway.call(req, ctx).await {
         Ok(call) => call,

@@ -470,6 +470,8 @@ pub struct CallQuery {
     pub client: Option<String>,
     pub status: Option<CallStatus>,
     pub since_ms: Option<i64>,
+    /// Only the calls of this conversation (e.g. a Cursor conversation id).
+    pub conversation: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -501,6 +503,10 @@ pub struct CallSummary {
     pub retries: u32,
     pub error_kind: Option<String>,
     pub error_message: Option<String>,
+    /// The front end's conversation (e.g. Cursor's conversation id), when it has one.
+    pub conversation_id: Option<String>,
+    /// The front end's request the call served (e.g. a Cursor agent stream's request id).
+    pub request_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

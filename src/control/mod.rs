@@ -519,6 +519,8 @@ impl ControlService {
             client: TEST_CLIENT.to_owned(),
             request_body: None,
             cancel: self.inner.shutdown.child_token(),
+            conversation_id: None,
+            request_id: None,
         };
         let started = Instant::now();
         let result = match tokio::time::timeout(Duration::from_secs(120), async {

@@ -137,6 +137,8 @@ fn summary(c: store::CallSummary) -> dto::CallSummary {
         retries: c.retries,
         error_kind: c.error_kind,
         error_message: c.error_message,
+        conversation_id: c.conversation_id,
+        request_id: c.request_id,
     }
 }
 
@@ -221,6 +223,7 @@ impl ControlService {
             client: query.client,
             provider: query.provider,
             since_ms: query.since_ms,
+            conversation_id: query.conversation,
         };
         let mut rows = self.inner.store.recent_calls(filter).await?;
         let has_more = rows.len() > limit as usize;

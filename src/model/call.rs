@@ -57,6 +57,12 @@ pub struct CallStart {
     pub stream: bool,
     /// The request body, redacted and capped; `None` when body capture is off.
     pub request_body: Option<String>,
+    /// The front end's conversation, when it has one (e.g. Cursor's conversation id).
+    #[serde(default)]
+    pub conversation_id: Option<String>,
+    /// The front end's request the call served (e.g. a Cursor agent stream's request id).
+    #[serde(default)]
+    pub request_id: Option<String>,
 }
 
 /// Finalises a row.

@@ -41,6 +41,10 @@ pub struct CallContext {
     /// The raw inbound body, for capture.
     pub request_body: Option<bytes::Bytes>,
     pub cancel: CancellationToken,
+    /// The front end's conversation and request, recorded on the call row (e.g. Cursor's
+    /// conversation id and agent stream request id).
+    pub conversation_id: Option<String>,
+    pub request_id: Option<String>,
 }
 
 /// A call that failed before anything reached the client (its record is already finalised).
@@ -213,6 +217,8 @@ impl Gateway {
             upstream_model: route.as_ref().map(|r| r.model.upstream.clone()),
             stream: req.stream,
             request_body: None,
+            conversation_id: ctx.conversation_id.clone(),
+            request_id: ctx.request_id.clone(),
         });
         let mut fallbacks = Vec::new();
         let result = self

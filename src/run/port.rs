@@ -29,12 +29,14 @@ pub trait ModelPort: Send + Sync {
 }
 
 /// [`ModelPort`] through the gateway: every model call is a recorded gateway call (its own row in
-/// `calls`, with the front end's dialect and client names).
+/// `calls`, with the front end's dialect and client names and its conversation and request ids).
 #[derive(Debug, Clone)]
 pub struct GatewayModel {
     pub gateway: Arc<Gateway>,
     pub dialect: &'static str,
     pub client: String,
+    pub conversation_id: Option<String>,
+    pub request_id: Option<String>,
 }
 
 impl ModelPort for GatewayModel {
@@ -46,6 +48,8 @@ impl ModelPort for GatewayModel {
                 client: self.client.clone(),
                 request_body: None,
                 cancel: call.cancel,
+                conversation_id: self.conversation_id.clone(),
+                request_id: self.request_id.clone(),
             };
             match self.gateway.call(request, ctx).await {
                 Ok(stream) => {

@@ -112,6 +112,8 @@ pub struct CallFilter {
     pub provider: Option<String>,
     /// Only calls started at or after this time.
     pub since_ms: Option<i64>,
+    /// Only the calls of this front-end conversation.
+    pub conversation_id: Option<String>,
 }
 
 /// One call without its bodies.
@@ -138,6 +140,8 @@ pub struct CallSummary {
     pub retries: u32,
     pub error_kind: Option<String>,
     pub error_message: Option<String>,
+    pub conversation_id: Option<String>,
+    pub request_id: Option<String>,
 }
 
 /// One call with its captured bodies.
@@ -154,7 +158,7 @@ pub struct CallDetail {
 const SUMMARY_COLUMNS: &str = "id, started_ms, finished_ms, status, dialect, client, model, model_id, provider, \
      upstream_model, stream, http_status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, \
      reasoning_tokens, usage_estimated, cost_micros, price_version, ttft_ms, total_ms, retries, error_kind, \
-     error_message";
+     error_message, conversation_id, request_id";
 
 fn to_u64(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
@@ -203,6 +207,8 @@ fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<CallSummary> {
         retries: u32::try_from(retries).unwrap_or(u32::MAX),
         error_kind: row.get(23)?,
         error_message: row.get(24)?,
+        conversation_id: row.get(25)?,
+        request_id: row.get(26)?,
     })
 }
 
@@ -225,6 +231,10 @@ pub(crate) fn recent_calls(conn: &Connection, filter: &CallFilter) -> Result<Vec
         sql.push_str(" AND provider = ?");
         params.push(Value::Text(provider.clone()));
     }
+    if let Some(conversation) = &filter.conversation_id {
+        sql.push_str(" AND conversation_id = ?");
+        params.push(Value::Text(conversation.clone()));
+    }
     if let Some(since) = filter.since_ms {
         sql.push_str(" AND started_ms >= ?");
         params.push(Value::Integer(since));
@@ -245,9 +255,9 @@ pub(crate) fn call_detail(conn: &Connection, id: &str) -> Result<Option<CallDeta
         .query_row([id], |row| {
             Ok(CallDetail {
                 summary: summary_from_row(row)?,
-                request_body: row.get(25)?,
-                response_body: row.get(26)?,
-                process_epoch: row.get(27)?,
+                request_body: row.get(27)?,
+                response_body: row.get(28)?,
+                process_epoch: row.get(29)?,
             })
         })
         .optional()?;

@@ -11,6 +11,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0002_create_usage_daily.sql"),
     include_str!("migrations/0003_create_latency_daily.sql"),
     include_str!("migrations/0004_create_agent_transcripts.sql"),
+    include_str!("migrations/0005_add_call_conversation.sql"),
 ];
 
 /// The newest schema version this build knows.

@@ -30,6 +30,8 @@ fn start(id: &str, started_ms: i64, model: &str) -> CallStart {
         upstream_model: Some(format!("{model}-up")),
         stream: true,
         request_body: Some("{\"req\":1}".into()),
+        conversation_id: None,
+        request_id: None,
     }
 }
 
@@ -212,6 +214,8 @@ async fn start_and_finish_round_trip_every_field() {
             retries: 3,
             error_kind: Some("overloaded".into()),
             error_message: Some("busy".into()),
+            conversation_id: None,
+            request_id: None,
         },
         request_body: s.request_body.clone(),
         response_body: f.response_body.clone(),
@@ -592,4 +596,29 @@ async fn grouped_usage_and_latency_histograms_come_from_the_rollups() {
         .await
         .expect("filtered");
     assert!(only_p2.is_empty(), "pruned");
+}
+
+#[tokio::test]
+async fn calls_carry_their_conversation_and_request_and_filter_by_conversation() {
+    let store = Store::open_in_memory(opts(1)).expect("open");
+    let with = |id: &str, conv: Option<&str>| CallStart {
+        conversation_id: conv.map(str::to_owned),
+        request_id: conv.map(|c| format!("{c}-req-{id}")),
+        ..start(id, DAY0, "m")
+    };
+    for (id, conv) in [("a", Some("c1")), ("b", Some("c2")), ("c", Some("c1")), ("d", None)] {
+        store.record_start(with(id, conv)).await.expect("start");
+        store.record_finish(finish(id, DAY0 + 5, CallStatus::Ok, 1)).await.expect("finish");
+    }
+    let filter = CallFilter { conversation_id: Some("c1".into()), ..CallFilter::default() };
+    let rows = store.recent_calls(filter).await.expect("rows");
+    let mut ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, vec!["a", "c"]);
+    let detail = store.call_detail("a").await.expect("read").expect("row");
+    assert_eq!(detail.summary.conversation_id.as_deref(), Some("c1"));
+    assert_eq!(detail.summary.request_id.as_deref(), Some("c1-req-a"));
+    assert_eq!(detail.request_body.as_deref(), Some("{\"req\":1}"), "the body columns still line up");
+    let none = store.call_detail("d").await.expect("read").expect("row");
+    assert_eq!((none.summary.conversation_id, none.summary.request_id), (None, None));
 }

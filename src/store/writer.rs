@@ -256,9 +256,9 @@ pub(crate) fn to_i64(v: u64) -> i64 {
 fn insert_start(conn: &Connection, s: &CallStart, epoch: i64) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(
         "INSERT INTO calls (id, started_ms, status, dialect, client, model, model_id, provider, upstream_model, \
-         stream, request_body, process_epoch) \
+         stream, request_body, process_epoch, conversation_id, request_id) \
          VALUES (:id, :started_ms, :status, :dialect, :client, :model, :model_id, :provider, :upstream_model, \
-         :stream, :request_body, :epoch) \
+         :stream, :request_body, :epoch, :conversation_id, :request_id) \
          ON CONFLICT (id) DO NOTHING",
     )?;
     stmt.execute(named_params! {
@@ -274,6 +274,8 @@ fn insert_start(conn: &Connection, s: &CallStart, epoch: i64) -> rusqlite::Resul
         ":stream": s.stream,
         ":request_body": s.request_body,
         ":epoch": epoch,
+        ":conversation_id": s.conversation_id,
+        ":request_id": s.request_id,
     })?;
     Ok(())
 }

@@ -306,6 +306,8 @@ async fn providers_models_calls_usage_routing_retention_through_the_control_serv
             upstream_model: None,
             stream: false,
             request_body: None,
+            conversation_id: None,
+            request_id: None,
         })
         .await
         .expect("start");

@@ -941,6 +941,10 @@ async fn cursor_cancel_action_stops_the_provider_call() {
     assert_eq!(end, connect::EndStream::default());
     let call = s.te.only_call().await;
     assert_eq!(call.summary.status, keyhaven::model::CallStatus::Canceled);
+    // The turn's call row names Cursor, its conversation and its agent stream.
+    assert_eq!(call.summary.client, "cursor");
+    assert_eq!(call.summary.conversation_id.as_deref(), Some("conv-1"));
+    assert_eq!(call.summary.request_id.as_deref(), Some("r-cancel"));
     s.settled(true).await;
     s.te.stop().await;
 }

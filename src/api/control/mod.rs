@@ -23,7 +23,7 @@
 //! GET    /api/ca                        POST /api/ca/install | /api/ca/uninstall | /api/ca/rotate
 //! GET    /api/usage?days=7&groupBy=model
 //! GET    /api/usage/series?days=14&splitBy=model      (per day and model, provider or client)
-//! GET    /api/calls?limit=&offset=&model=&provider=&client=&status=&sinceMs=
+//! GET    /api/calls?limit=&offset=&model=&provider=&client=&status=&sinceMs=&conversation=
 //! GET    /api/calls/{id}                DELETE /api/calls/{id}
 //! GET    /api/retention                 PUT /api/retention
 //! GET    /api/clients                   POST /api/clients/{client}/route | /api/clients/{client}/undo

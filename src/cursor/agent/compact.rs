@@ -59,7 +59,13 @@ pub async fn summarize_turn(
     }
     let catalog = Catalog::build(AgentMode::Agent, mcp);
     let summarizer = Summarizer {
-        model: Arc::new(GatewayModel { gateway: deps.gateway.clone(), dialect: "cursor", client: "cursor".to_owned() }),
+        model: Arc::new(GatewayModel {
+            gateway: deps.gateway.clone(),
+            dialect: "cursor",
+            client: "cursor".to_owned(),
+            conversation_id: Some(conversation.id.clone()),
+            request_id: Some(t.request_id.clone()),
+        }),
         model_name,
         tools: catalog.defs().to_vec(),
         percent: 0,

@@ -305,7 +305,13 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         search: deps.search.clone(),
     };
     let frames = Frames::new(t.output.clone(), catalog.clone(), &run_id);
-    let model = GatewayModel { gateway: deps.gateway.clone(), dialect: "cursor", client: "cursor".to_owned() };
+    let model = GatewayModel {
+        gateway: deps.gateway.clone(),
+        dialect: "cursor",
+        client: "cursor".to_owned(),
+        conversation_id: Some(conversation.id.clone()),
+        request_id: Some(run_id.clone()),
+    };
     let compactor = Summarizer {
         model: Arc::new(model.clone()),
         model_name: spec.model.clone(),

@@ -49,6 +49,8 @@ impl Gateway {
             upstream_model: route.as_ref().map(|r| r.model.upstream.clone()),
             stream: false,
             request_body: None,
+            conversation_id: ctx.conversation_id.clone(),
+            request_id: ctx.request_id.clone(),
         });
         let result = match &route {
             None => Err(ProviderError::UnknownModel(req.model.clone())),

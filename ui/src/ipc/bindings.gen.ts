@@ -214,13 +214,25 @@ export type CallQuery = {
 /**
  * Page size (0 = 100; at most 1000).
  */
-limit: number, offset: number, model: string | null, provider: string | null, client: string | null, status: CallStatus | null, sinceMs: number | null, };
+limit: number, offset: number, model: string | null, provider: string | null, client: string | null, status: CallStatus | null, sinceMs: number | null, 
+/**
+ * Only the calls of this conversation (e.g. a Cursor conversation id).
+ */
+conversation: string | null, };
 
 export type CallSummary = { id: string, startedMs: number, finishedMs: number | null, status: CallStatus, 
 /**
  * The inbound dialect (`openai_chat`, `anthropic`, `openai_responses`, ...).
  */
-dialect: string, client: string, model: string, modelId: string | null, provider: string | null, upstreamModel: string | null, stream: boolean, httpStatus: number | null, inputTokens: number, outputTokens: number, cacheReadTokens: number, cacheWriteTokens: number, reasoningTokens: number, usageEstimated: boolean, costMicros: number | null, ttftMs: number | null, totalMs: number | null, retries: number, errorKind: string | null, errorMessage: string | null, };
+dialect: string, client: string, model: string, modelId: string | null, provider: string | null, upstreamModel: string | null, stream: boolean, httpStatus: number | null, inputTokens: number, outputTokens: number, cacheReadTokens: number, cacheWriteTokens: number, reasoningTokens: number, usageEstimated: boolean, costMicros: number | null, ttftMs: number | null, totalMs: number | null, retries: number, errorKind: string | null, errorMessage: string | null, 
+/**
+ * The front end's conversation (e.g. Cursor's conversation id), when it has one.
+ */
+conversationId: string | null, 
+/**
+ * The front end's request the call served (e.g. a Cursor agent stream's request id).
+ */
+requestId: string | null, };
 
 export type CallPage = { calls: Array<CallSummary>, offset: number, limit: number, 
 /**

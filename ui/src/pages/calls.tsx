@@ -10,6 +10,7 @@ interface Filters {
   model: string;
   provider: string;
   client: string;
+  conversation: string;
   status: "" | CallStatus;
   since: "" | "1h" | "24h" | "7d";
 }
@@ -21,7 +22,7 @@ function Status({ s }: { s: CallStatus }) {
 }
 
 function CallList() {
-  const [draft, setDraft] = useState<Filters>({ model: "", provider: "", client: "", status: "", since: "" });
+  const [draft, setDraft] = useState<Filters>({ model: "", provider: "", client: "", conversation: "", status: "", since: "" });
   const [filters, setFilters] = useState(draft);
   const [offset, setOffset] = useState(0);
   const query: CallQuery = {
@@ -30,6 +31,7 @@ function CallList() {
     model: filters.model.trim() || null,
     provider: filters.provider.trim() || null,
     client: filters.client.trim() || null,
+    conversation: filters.conversation.trim() || null,
     status: filters.status || null,
     sinceMs: filters.since ? Date.now() - SINCE_MS[filters.since] : null,
   };
@@ -46,7 +48,7 @@ function CallList() {
           setFilters(draft);
         }}
       >
-        {(["model", "provider", "client"] as const).map((k) => (
+        {(["model", "provider", "client", "conversation"] as const).map((k) => (
           <label key={k}>
             {k[0]!.toUpperCase() + k.slice(1)}
             <input value={draft[k]} onInput={set(k)} />
@@ -160,6 +162,8 @@ function Summary({ c, priceVersion }: { c: CallSummary; priceVersion: string | n
           <Row k="Status" v={<><Status s={c.status} /> {c.httpStatus ?? ""}</>} />
           {c.errorKind && <Row k="Error" v={`${c.errorKind}: ${c.errorMessage ?? ""}`} />}
           <Row k="Client" v={c.client || "—"} />
+          {c.conversationId && <Row k="Conversation" v={<code>{c.conversationId}</code>} />}
+          {c.requestId && <Row k="Request" v={<code>{c.requestId}</code>} />}
           <Row k="Dialect" v={c.dialect} />
           <Row k="Model" v={`${c.model}${c.upstreamModel ? ` → ${c.upstreamModel}` : ""}`} />
           <Row k="Provider" v={c.provider ?? "—"} />
