@@ -70,7 +70,7 @@ impl SupervisorError {
 
 enum Slot {
     Stopped,
-    Running(Engine),
+    Running(Box<Engine>),
     Failed,
     /// After [`Supervisor::shutdown`]: no more starts.
     Closed,
@@ -177,7 +177,7 @@ impl Supervisor {
                     *c = Some((handle.clone(), local));
                 }
                 let url = format!("http://{}", handle.addr);
-                *slot = Slot::Running(engine);
+                *slot = Slot::Running(Box::new(engine));
                 self.publish(|s| {
                     s.state = dto::EngineState::Running;
                     s.gateway_url = Some(url);

@@ -351,7 +351,7 @@ struct FrameReader {
 /// One frame of an agent stream.
 #[derive(Debug, PartialEq)]
 enum Out {
-    Update(interaction_update::Message),
+    Update(Box<interaction_update::Message>),
     End(EndStream),
 }
 
@@ -368,7 +368,7 @@ impl FrameReader {
                     // Heartbeats, KV requests and checkpoints are dropped, as in `read_frames`.
                     let live = matches!(msg.message, Some(agent_server_message::Message::InteractionUpdate(_)));
                     if live && msg != keyhaven::cursor::protocol::events::heartbeat() {
-                        return Out::Update(update(&msg));
+                        return Out::Update(Box::new(update(&msg)));
                     }
                 }
                 Some(Envelope::EndStream(j)) => return Out::End(connect::decode_end_stream(&j).expect("end json")),
@@ -391,7 +391,7 @@ impl FrameReader {
         let mut got = Vec::new();
         loop {
             match self.next().await {
-                Out::Update(u) => got.push(u),
+                Out::Update(u) => got.push(*u),
                 Out::End(end) => {
                     let tail = tokio::time::timeout(TIMEOUT, self.body.collect()).await.expect("ends").expect("body");
                     assert!(tail.to_bytes().is_empty(), "nothing follows the end-stream frame");
@@ -556,7 +556,7 @@ async fn cursor_h2_run_is_full_duplex_with_exact_frames_and_cancel() {
         assert_eq!(resp.status(), StatusCode::OK);
         assert_eq!(resp.headers().get("content-type").expect("ct"), "application/connect+proto");
         let mut frames = FrameReader::new(resp);
-        assert_eq!(frames.next().await, Out::Update(text("Hello")), "{mode:?}");
+        assert_eq!(frames.next().await, Out::Update(Box::new(text("Hello"))), "{mode:?}");
         // (Once the run has ended the server lets go of the request side, so a late send may fail.)
         let _ = tx.send(connect::encode_envelope(&HEARTBEAT, false));
         let (rest, end) = frames.rest().await;
@@ -576,7 +576,7 @@ async fn cursor_h2_run_is_full_duplex_with_exact_frames_and_cancel() {
         s.mock.push(hanging_text());
         let (tx, resp) = s.run_h2(&mut h2, connect::encode_envelope(&run_request("oa-model", "hi"), false)).await;
         let mut frames = FrameReader::new(resp);
-        assert_eq!(frames.next().await, Out::Update(text("Hello")));
+        assert_eq!(frames.next().await, Out::Update(Box::new(text("Hello"))));
         tx.send(connect::encode_envelope(&cancel("user_stopped_generation"), false)).expect("send");
         let (rest, end) = frames.rest().await;
         assert!(matches!(rest.last(), Some(interaction_update::Message::TurnEnded(_))), "{rest:?}");
@@ -603,7 +603,7 @@ async fn cursor_seqno_gaps_duplicates_and_gzip_are_delivered_in_order() {
     s.append("r-gap", 2, &cancel("user_stopped_generation")).await;
     let mut frames = FrameReader::new(s.run_sse("r-gap").await);
     for want in [text("Hello"), tokens(2), text(" world"), tokens(2)] {
-        assert_eq!(frames.next().await, Out::Update(want), "the cancel behind the gap is not applied yet");
+        assert_eq!(frames.next().await, Out::Update(Box::new(want)), "the cancel behind the gap is not applied yet");
     }
     s.append("r-gap", 1, &HEARTBEAT).await;
     let (rest, end) = frames.rest().await;
