@@ -369,13 +369,8 @@ fn serve(
         drop(out);
         shutdown_signal().await;
         tracing::info!("shutting down");
-        let report = supervisor.shutdown().await;
-        for client in &report.restored {
-            tracing::info!(%client, "client config restored");
-        }
-        for note in &report.notes {
-            tracing::warn!("{note}");
-        }
+        // The supervisor logs what the stop restored and any notes.
+        supervisor.shutdown().await;
         Ok(())
     })
 }

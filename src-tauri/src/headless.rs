@@ -44,13 +44,8 @@ pub async fn run(args: &Args, logs: LogRing) -> anyhow::Result<()> {
     }
     crate::host::shutdown_signal().await;
     tracing::info!("shutting down");
-    let report = supervisor.shutdown().await;
-    for client in &report.restored {
-        tracing::info!(%client, "client config restored");
-    }
-    for note in &report.notes {
-        tracing::warn!("{note}");
-    }
+    // The supervisor logs what the stop restored and any notes.
+    supervisor.shutdown().await;
     Ok(())
 }
 

@@ -240,6 +240,12 @@ impl Supervisor {
                 "some calls did not finish within the grace period"
             );
         }
+        for client in &report.restored {
+            tracing::info!(%client, "client config restored");
+        }
+        for note in &report.notes {
+            tracing::warn!("{note}");
+        }
         tracing::info!(restored = report.restored.len(), "engine stopped");
         let last = report.clone();
         self.publish(|s| {

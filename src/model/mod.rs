@@ -128,6 +128,23 @@ impl Message {
     pub fn text(role: Role, text: impl Into<String>) -> Message {
         Message { role, content: vec![Part::text(text)] }
     }
+
+    /// The text parts joined with `sep` (other parts skipped).
+    pub fn joined_text(&self, sep: &str) -> String {
+        joined_text(&self.content, sep)
+    }
+}
+
+/// The text parts of `parts` joined with `sep` (other parts skipped).
+pub fn joined_text(parts: &[Part], sep: &str) -> String {
+    parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::Text { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join(sep)
 }
 
 /// Anthropic prompt-cache breakpoint. Other dialects ignore it.

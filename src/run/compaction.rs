@@ -19,7 +19,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::model::{self, Accumulator, Entry, Message, Part, Role, StreamEvent};
+use crate::model::{self, Accumulator, Entry, Message, Role, StreamEvent};
 use crate::run::port::{ModelCall, ModelPort};
 
 /// What a compactor decides on.
@@ -96,18 +96,6 @@ impl std::fmt::Debug for Summarizer {
     }
 }
 
-/// The text of a message's text parts.
-fn text_of(m: &Message) -> String {
-    m.content
-        .iter()
-        .filter_map(|p| match p {
-            Part::Text { text, .. } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 impl Summarizer {
     /// Asks the model for a summary of `entries`; `None` when it fails or says nothing.
     pub async fn summary(&self, entries: &[Entry]) -> Option<String> {
@@ -141,7 +129,7 @@ impl Summarizer {
             tracing::warn!("the summary call failed mid-stream; the transcript is kept");
             return None;
         }
-        let text = text_of(&Message { role: Role::Assistant, content: acc.finish(0).content });
+        let text = model::joined_text(&acc.finish(0).content, "\n");
         let text = text.trim();
         (!text.is_empty()).then(|| text.to_owned())
     }
@@ -151,7 +139,7 @@ impl Summarizer {
 /// with the summary and the latest user request.
 pub fn summarized(entries: &[Entry], summary: &str, id: &str) -> Vec<Entry> {
     let mut out: Vec<Entry> = entries.iter().take_while(|e| e.message.role == Role::System).cloned().collect();
-    let latest = entries.iter().rev().find(|e| e.message.role == Role::User && !text_of(&e.message).is_empty());
+    let latest = entries.iter().rev().find(|e| e.message.role == Role::User && !e.message.joined_text("\n").is_empty());
     let mut text = format!(
         "The earlier conversation was compacted to save context. Summary of it:\n<summary>\n{summary}\n</summary>\n"
     );
@@ -159,7 +147,7 @@ pub fn summarized(entries: &[Entry], summary: &str, id: &str) -> Vec<Entry> {
         text.push_str(&format!(
             "\nThe user's latest message, verbatim:\n<latest_user_message>\n{}\n</latest_user_message>\n\
              Continue from where the summary leaves off.",
-            text_of(&latest.message)
+            latest.message.joined_text("\n")
         ));
     }
     out.push(Entry::new(format!("{id}:summary"), Message::text(Role::User, text)));

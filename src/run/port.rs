@@ -89,14 +89,7 @@ impl ToolOutput {
 
     /// The text parts joined (for logs and tests).
     pub fn joined_text(&self) -> String {
-        self.content
-            .iter()
-            .filter_map(|p| match p {
-                Part::Text { text, .. } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
+        crate::model::joined_text(&self.content, "\n")
     }
 }
 

@@ -77,16 +77,7 @@ pub fn classify(action: agent::ConversationAction, run_id: &str, seqno: u64) -> 
 
 /// `user_message_appended` for an accepted entry.
 pub fn appended(entry: &Entry) -> agent::AgentServerMessage {
-    let text = entry
-        .message
-        .content
-        .iter()
-        .filter_map(|p| match p {
-            crate::model::Part::Text { text, .. } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
+    let text = entry.message.joined_text("\n");
     let message_id = entry.id.strip_prefix("user:").unwrap_or(&entry.id).to_owned();
     events::update(interaction_update::Message::UserMessageAppended(agent::UserMessageAppendedUpdate {
         user_message: Some(agent::UserMessage { text, message_id, ..Default::default() }),

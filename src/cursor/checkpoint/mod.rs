@@ -187,15 +187,7 @@ pub fn encode(entries: &[Entry], meta: &Meta, catalog: Option<&Catalog>) -> Enco
                 if let Some(t) = turn.take() {
                     finish(&mut enc, &mut turns, t);
                 }
-                let text: String = e
-                    .message
-                    .content
-                    .iter()
-                    .filter_map(|p| match p {
-                        Part::Text { text, .. } => Some(text.as_str()),
-                        _ => None,
-                    })
-                    .collect();
+                let text = e.message.joined_text("");
                 let user = agent::UserMessage {
                     text,
                     message_id: e.id.strip_prefix("user:").unwrap_or(&e.id).to_owned(),
