@@ -54,6 +54,7 @@ pub struct Backend {
     options: BackendOptions,
     conversations: Conversations,
     search: std::sync::OnceLock<Arc<dyn crate::search::SearchProvider>>,
+    fetcher: std::sync::OnceLock<Arc<dyn crate::search::PageFetcher>>,
 }
 
 impl Backend {
@@ -71,12 +72,19 @@ impl Backend {
             options,
             conversations: Conversations::new(store),
             search: std::sync::OnceLock::new(),
+            fetcher: std::sync::OnceLock::new(),
         })
     }
 
     /// Installs the web search provider (once; `false` if one is installed already).
     pub fn set_search_provider(&self, provider: Arc<dyn crate::search::SearchProvider>) -> bool {
         self.search.set(provider).is_ok()
+    }
+
+    /// Installs the server-side page fetcher for `fetch_url` (once; `false` if one is installed
+    /// already). Without one, pages are fetched by the editor.
+    pub fn set_page_fetcher(&self, fetcher: Arc<dyn crate::search::PageFetcher>) -> bool {
+        self.fetcher.set(fetcher).is_ok()
     }
 
     pub fn gateway(&self) -> &Arc<Gateway> {
@@ -180,6 +188,7 @@ impl Backend {
             conversations: &self.conversations,
             options: self.options.agent,
             search: self.search.get().cloned(),
+            fetcher: self.fetcher.get().cloned(),
         };
         match agent_turn::run_turn(deps, t, run, model_name).await {
             TurnEnd::Ended(usage) => Terminal::Ended(usage),

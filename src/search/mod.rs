@@ -1,9 +1,10 @@
-//! Web search behind the agent's `web_search` tool: a pluggable [`SearchProvider`] (none ships
-//! yet; the engine runs without one unless a front end or embedding passes one in). Without a
-//! provider the tool tells the model plainly that web search is unavailable.
+//! The web behind the agent's tools: a pluggable [`SearchProvider`] for `web_search` and a
+//! [`PageFetcher`] for server-side `fetch_url` (after the user's approval). Without a search
+//! provider the tool tells the model plainly that web search is unavailable; without a fetcher
+//! pages are fetched by the editor (exec `fetch_args`).
 //!
-//! Invariant: `search` names no front end; it is a trait and its data types, so providers can be
-//! added (a search API over `provider`'s HTTP client, a local index) without touching `cursor`.
+//! Invariant: `search` names no front end; it is traits, their data types and implementations,
+//! so providers can be added without touching `cursor`.
 
 use futures::future::BoxFuture;
 
@@ -19,6 +20,24 @@ pub struct SearchHit {
 pub enum SearchError {
     #[error("the search provider failed: {0}")]
     Provider(String),
+    /// A page could not be fetched (the message says why, for the model and the user).
+    #[error("{0}")]
+    Fetch(String),
+}
+
+/// A web page fetched for the model, as text (HTML converted to Markdown-ish text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedPage {
+    /// The final URL (after redirects).
+    pub url: String,
+    pub markdown: String,
+    /// The page was longer than the fetcher's limit and was cut.
+    pub truncated: bool,
+}
+
+pub trait PageFetcher: Send + Sync + std::fmt::Debug {
+    /// Fetches an http(s) `url`.
+    fn fetch<'a>(&'a self, url: &'a str) -> BoxFuture<'a, Result<FetchedPage, SearchError>>;
 }
 
 pub trait SearchProvider: Send + Sync + std::fmt::Debug {

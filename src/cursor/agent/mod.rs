@@ -116,6 +116,8 @@ pub struct AgentDeps<'a> {
     pub options: AgentOptions,
     /// The web search provider (`None`: the model is told search is unavailable).
     pub search: Option<Arc<dyn crate::search::SearchProvider>>,
+    /// The server-side page fetcher (`None`: the editor fetches pages).
+    pub fetcher: Option<Arc<dyn crate::search::PageFetcher>>,
 }
 
 /// Where client messages go while a turn works.
@@ -303,6 +305,7 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         todos: conversation.todo_list.clone(),
         queries: queries.clone(),
         search: deps.search.clone(),
+        fetcher: deps.fetcher.clone(),
     };
     let frames = Frames::new(t.output.clone(), catalog.clone(), &run_id);
     let model = GatewayModel {

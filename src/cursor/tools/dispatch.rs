@@ -31,7 +31,7 @@ use crate::cursor::tools::todos::TodoList;
 use crate::cursor::transport::Output;
 use crate::model::{ImageSource, Part};
 use crate::run::{ToolCall, ToolContext, ToolHost, ToolOutput};
-use crate::search::SearchProvider;
+use crate::search::{PageFetcher, SearchProvider};
 
 /// The most characters of one tool result the model sees.
 const MAX_RESULT_CHARS: usize = 60_000;
@@ -57,6 +57,8 @@ pub struct CursorTools {
     pub queries: Arc<QueryChannel>,
     /// The web search provider, if one is configured.
     pub search: Option<Arc<dyn SearchProvider>>,
+    /// Fetches pages server-side after the user's approval; `None`: the editor fetches them.
+    pub fetcher: Option<Arc<dyn PageFetcher>>,
 }
 
 /// One call being executed.

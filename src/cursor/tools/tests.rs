@@ -44,6 +44,7 @@ fn tools(search: Option<Arc<dyn SearchProvider>>) -> (CursorTools, Arc<QueryChan
         todos: Arc::default(),
         queries: queries.clone(),
         search,
+        fetcher: None,
     };
     (t, queries)
 }
