@@ -14,6 +14,7 @@ mod durability;
 mod emulation;
 mod error_lifecycle;
 mod faults;
+mod interaction;
 mod interrupt;
 mod layering;
 mod lingma;

@@ -113,7 +113,7 @@ async fn every_client_tool_runs_against_the_workspace() {
     assert!(step4.last().expect("shell result").1.contains("Exit code: 3"), "{step4:?}");
     // Tools are offered on every step, the same list each time.
     assert_eq!(seen_up[0].body["tools"], seen_up[3].body["tools"]);
-    assert_eq!(seen_up[0].body["tools"].as_array().expect("tools").len(), 12);
+    assert_eq!(seen_up[0].body["tools"].as_array().expect("tools").len(), 15);
 
     // Every model call is a recorded call of client `cursor`; the run and its rounds are stored.
     let calls = s.te.wait_calls(4).await;
@@ -200,7 +200,10 @@ async fn ask_mode_offers_only_read_only_tools() {
             "todo_write",
             "read_lints",
             "fetch_url",
-            "web_search"
+            "web_search",
+            "ask_question",
+            "create_plan",
+            "switch_mode"
         ]
     );
     s.te.stop().await;

@@ -60,6 +60,7 @@ use crate::cursor::protocol::events::{self, TurnUsage};
 use crate::cursor::tools::catalog::Catalog;
 use crate::cursor::tools::dispatch::{CursorTools, model_call_id};
 use crate::cursor::tools::exec::ExecChannel;
+use crate::cursor::tools::interact::ModeCell;
 use crate::cursor::tools::query::QueryChannel;
 use crate::cursor::transport::{Output, Transport};
 use crate::model::{Entry, ErrorInfo, Message, Role, RunStatus};
@@ -208,7 +209,7 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
             mcp.push(tool);
         }
     }
-    let catalog = Arc::new(Catalog::build(mode, &mcp));
+    let catalog = Arc::new(Catalog::with_server_fetch(mode, &mcp, deps.fetcher.is_some()));
     let run_id = t.request_id.clone();
     let conversation = match conversation_id.filter(|c| !c.is_empty()) {
         Some(id) => deps.conversations.get(&id).await,
@@ -306,6 +307,7 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         queries: queries.clone(),
         search: deps.search.clone(),
         fetcher: deps.fetcher.clone(),
+        mode: Arc::new(ModeCell::new(mode)),
     };
     let frames = Frames::new(t.output.clone(), catalog.clone(), &run_id);
     let model = GatewayModel {

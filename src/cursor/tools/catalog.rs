@@ -6,8 +6,10 @@
 //! across steps and turns and provider prompt caches keep hitting.
 //!
 //! Modes: `agent` (and unspecified) get every tool; the other modes (ask, plan, …) only the
-//! read-only ones (read, grep, glob, ls, diagnostics, fetch) and the todo list, without MCP
-//! tools.
+//! read-only ones (read, grep, glob, ls, diagnostics, fetch), the todo list, web search and the
+//! tools that ask the user (ask_question, create_plan, switch_mode), without MCP tools. The list
+//! of a run never changes; after an approved `switch_mode` the dispatcher refuses the tools the
+//! new mode does not allow (`interact`).
 
 use std::collections::HashMap;
 
@@ -34,6 +36,13 @@ pub enum ToolKind {
     Fetch,
     /// Server-side search after the user's approval.
     WebSearch,
+    /// `fetch_url` fetched by Keyhaven after the user's approval (when a fetcher is installed;
+    /// otherwise `fetch_url` is [`ToolKind::Fetch`], fetched by the editor).
+    WebFetch,
+    /// Interaction tools: the user answers in the editor.
+    AskQuestion,
+    CreatePlan,
+    SwitchMode,
     /// Index into [`Catalog::mcp`].
     Mcp(usize),
 }
@@ -50,7 +59,16 @@ impl ToolKind {
 
     /// Offered in every mode (ask, plan, …), not only in agent mode.
     pub fn any_mode(self) -> bool {
-        self.read_only() || matches!(self, ToolKind::Todos | ToolKind::WebSearch)
+        self.read_only()
+            || matches!(
+                self,
+                ToolKind::Todos
+                    | ToolKind::WebSearch
+                    | ToolKind::WebFetch
+                    | ToolKind::AskQuestion
+                    | ToolKind::CreatePlan
+                    | ToolKind::SwitchMode
+            )
     }
 }
 
@@ -66,6 +84,9 @@ pub const TODOS: &str = "todo_write";
 pub const DIAGNOSTICS: &str = "read_lints";
 pub const FETCH: &str = "fetch_url";
 pub const WEB_SEARCH: &str = "web_search";
+pub const ASK_QUESTION: &str = "ask_question";
+pub const CREATE_PLAN: &str = "create_plan";
+pub const SWITCH_MODE: &str = "switch_mode";
 
 fn builtins() -> Vec<(ToolKind, &'static str, &'static str, Value)> {
     vec![
@@ -180,7 +201,7 @@ fn builtins() -> Vec<(ToolKind, &'static str, &'static str, Value)> {
         (
             ToolKind::Fetch,
             FETCH,
-            "Fetch a URL through the user's editor and return its content.",
+            "Fetch a web page (http or https) and return its content as text. The user may be asked to approve.",
             json!({"type": "object", "properties": {
                 "url": {"type": "string", "description": "The http(s) URL."}
             }, "required": ["url"]}),
@@ -192,6 +213,50 @@ fn builtins() -> Vec<(ToolKind, &'static str, &'static str, Value)> {
             json!({"type": "object", "properties": {
                 "query": {"type": "string", "description": "The search terms."}
             }, "required": ["query"]}),
+        ),
+        (
+            ToolKind::AskQuestion,
+            ASK_QUESTION,
+            "Ask the user one or more multiple-choice questions when a decision is theirs to make (scope, \
+             trade-offs, preferences). The user picks options in the editor; you get their choices. Do not ask \
+             what you can find out with the other tools.",
+            json!({"type": "object", "properties": {
+                "title": {"type": "string", "description": "A short heading for the questions."},
+                "questions": {"type": "array", "items": {"type": "object", "properties": {
+                    "id": {"type": "string"},
+                    "prompt": {"type": "string", "description": "The question."},
+                    "options": {"type": "array", "minItems": 2, "items": {"type": "object", "properties": {
+                        "id": {"type": "string"},
+                        "label": {"type": "string"}
+                    }, "required": ["label"]}},
+                    "allow_multiple": {"type": "boolean", "description": "The user may pick several options."}
+                }, "required": ["prompt", "options"]}}
+            }, "required": ["questions"]}),
+        ),
+        (
+            ToolKind::CreatePlan,
+            CREATE_PLAN,
+            "Present an implementation plan for the user to review before you change anything (mainly in plan \
+             mode). The user accepts or declines it in the editor; an accepted plan's todos become the todo list.",
+            json!({"type": "object", "properties": {
+                "name": {"type": "string", "description": "A short title."},
+                "overview": {"type": "string", "description": "One or two sentences."},
+                "plan": {"type": "string", "description": "The plan in Markdown: files, steps, risks."},
+                "todos": {"type": "array", "items": {"type": "object", "properties": {
+                    "id": {"type": "string"},
+                    "content": {"type": "string"}
+                }, "required": ["content"]}}
+            }, "required": ["name", "plan"]}),
+        ),
+        (
+            ToolKind::SwitchMode,
+            SWITCH_MODE,
+            "Ask the user to switch the agent mode: `agent` (may edit files and run commands), `ask` (read-only \
+             answers), `plan` (read-only, ends with a plan), `debug`. The user approves or declines.",
+            json!({"type": "object", "properties": {
+                "target_mode": {"type": "string", "enum": ["agent", "ask", "plan", "debug"]},
+                "explanation": {"type": "string", "description": "Why the switch helps, shown to the user."}
+            }, "required": ["target_mode"]}),
         ),
     ]
 }
@@ -214,13 +279,21 @@ fn function_name(name: &str) -> String {
 
 impl Catalog {
     /// The tools for `mode`, plus `mcp` (agent mode only; duplicates by name are dropped).
+    /// `fetch_url` is fetched by the editor; see [`Catalog::with_server_fetch`].
     pub fn build(mode: AgentMode, mcp: &[McpToolDefinition]) -> Catalog {
-        let full = matches!(mode, AgentMode::Agent | AgentMode::Unspecified);
+        Catalog::with_server_fetch(mode, mcp, false)
+    }
+
+    /// Like [`Catalog::build`]; with `server_fetch`, `fetch_url` is fetched by Keyhaven after the
+    /// user's approval (the definition the model sees is the same either way).
+    pub fn with_server_fetch(mode: AgentMode, mcp: &[McpToolDefinition], server_fetch: bool) -> Catalog {
+        let full = Catalog::offers_all_in(mode);
         let mut c = Catalog::default();
         for (kind, name, description, schema) in builtins() {
             if !full && !kind.any_mode() {
                 continue;
             }
+            let kind = if kind == ToolKind::Fetch && server_fetch { ToolKind::WebFetch } else { kind };
             c.kinds.insert(name.to_owned(), kind);
             c.defs.push(ToolDef {
                 name: name.to_owned(),
@@ -253,6 +326,16 @@ impl Catalog {
         c
     }
 
+    /// Whether `mode` gets every tool (agent mode) or only the read-only and interaction ones.
+    fn offers_all_in(mode: AgentMode) -> bool {
+        matches!(mode, AgentMode::Agent | AgentMode::Unspecified)
+    }
+
+    /// Whether `mode` allows every tool (for the mode check of each call).
+    pub fn offers_all(&self, mode: AgentMode) -> bool {
+        Catalog::offers_all_in(mode)
+    }
+
     pub fn defs(&self) -> &[ToolDef] {
         &self.defs
     }
@@ -279,6 +362,10 @@ impl Catalog {
             ToolKind::Diagnostics => tool_call::Tool::ReadLintsToolCall(agent::ReadLintsToolCall::default()),
             ToolKind::Fetch => tool_call::Tool::FetchToolCall(agent::FetchToolCall::default()),
             ToolKind::WebSearch => tool_call::Tool::WebSearchToolCall(agent::WebSearchToolCall::default()),
+            ToolKind::WebFetch => tool_call::Tool::WebFetchToolCall(agent::WebFetchToolCall::default()),
+            ToolKind::AskQuestion => tool_call::Tool::AskQuestionToolCall(agent::AskQuestionToolCall::default()),
+            ToolKind::CreatePlan => tool_call::Tool::CreatePlanToolCall(agent::CreatePlanToolCall::default()),
+            ToolKind::SwitchMode => tool_call::Tool::SwitchModeToolCall(agent::SwitchModeToolCall::default()),
             ToolKind::Mcp(_) => tool_call::Tool::McpToolCall(agent::McpToolCall::default()),
         };
         Some(agent::ToolCall { tool: Some(tool) })

@@ -25,6 +25,7 @@ use crate::cursor::protocol::events;
 use crate::cursor::tools::catalog::{Catalog, ToolKind};
 use crate::cursor::tools::edit::{self, EditSummary};
 use crate::cursor::tools::exec::{ExecChannel, ExecError, ExecEvent};
+use crate::cursor::tools::interact::{self, ModeCell};
 use crate::cursor::tools::json;
 use crate::cursor::tools::query::QueryChannel;
 use crate::cursor::tools::todos::TodoList;
@@ -59,6 +60,8 @@ pub struct CursorTools {
     pub search: Option<Arc<dyn SearchProvider>>,
     /// Fetches pages server-side after the user's approval; `None`: the editor fetches them.
     pub fetcher: Option<Arc<dyn PageFetcher>>,
+    /// The run's agent mode (changed by an approved `switch_mode`).
+    pub mode: Arc<ModeCell>,
 }
 
 /// One call being executed.
@@ -156,6 +159,15 @@ impl ToolHost for CursorTools {
             let Some(kind) = self.catalog.kind(&call.name) else {
                 return ToolOutput::error(format!("There is no tool named `{}`.", call.name));
             };
+            let mode = self.mode.get();
+            if !kind.any_mode() && !self.catalog.offers_all(mode) {
+                return ToolOutput::error(format!(
+                    "{} is not available in {} mode (the user approved that mode); stay read-only or call \
+                     switch_mode to ask for agent mode.",
+                    call.name,
+                    interact::mode_id(mode)
+                ));
+            }
             let out = match kind {
                 ToolKind::Read => match args::<ReadIn>(&call) {
                     Ok(a) => self.read(c, a).await,
@@ -210,6 +222,22 @@ impl ToolHost for CursorTools {
                 },
                 ToolKind::WebSearch => match args(&call) {
                     Ok(a) => self.web_search(c, a).await,
+                    Err(e) => e,
+                },
+                ToolKind::WebFetch => match args(&call) {
+                    Ok(a) => self.web_fetch(c, a).await,
+                    Err(e) => e,
+                },
+                ToolKind::AskQuestion => match args(&call) {
+                    Ok(a) => self.ask_question(c, a).await,
+                    Err(e) => e,
+                },
+                ToolKind::CreatePlan => match args(&call) {
+                    Ok(a) => self.create_plan(c, a).await,
+                    Err(e) => e,
+                },
+                ToolKind::SwitchMode => match args(&call) {
+                    Ok(a) => self.switch_mode(c, a).await,
                     Err(e) => e,
                 },
                 ToolKind::Mcp(i) => self.mcp(c, i, &call).await,

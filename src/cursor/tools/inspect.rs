@@ -19,7 +19,7 @@ pub(crate) struct DiagnosticsIn {
 
 #[derive(Deserialize)]
 pub(crate) struct FetchIn {
-    url: String,
+    pub(crate) url: String,
 }
 
 fn severity(s: i32) -> &'static str {

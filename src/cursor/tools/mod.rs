@@ -13,7 +13,10 @@
 //! - [`todos`]: the conversation's server-side todo list and the `todo_write` tool.
 //! - [`inspect`]: the diagnostics (`read_lints`) and fetch (`fetch_url`) exec tools.
 //! - [`query`]: interaction queries (approval requests to the UI) and their responses by id.
-//! - [`web`]: the `web_search` tool (approval, then a `crate::search` provider).
+//! - [`interact`]: the tools that ask the user: `ask_question`, `create_plan`, `switch_mode`
+//!   (and the run's [`interact::ModeCell`]).
+//! - [`web`]: `web_search` and server-side `fetch_url` (the user approves, then a `crate::search`
+//!   provider or fetcher does the work).
 //! - [`json`]: JSON ↔ `google.protobuf.Value` (MCP arguments and schemas).
 
 pub mod catalog;
@@ -21,6 +24,7 @@ pub mod dispatch;
 pub mod edit;
 pub mod exec;
 pub mod inspect;
+pub mod interact;
 pub mod json;
 pub mod query;
 pub mod todos;

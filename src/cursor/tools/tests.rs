@@ -45,6 +45,7 @@ fn tools(search: Option<Arc<dyn SearchProvider>>) -> (CursorTools, Arc<QueryChan
         queries: queries.clone(),
         search,
         fetcher: None,
+        mode: Arc::new(crate::cursor::tools::interact::ModeCell::new(AgentMode::Agent)),
     };
     (t, queries)
 }

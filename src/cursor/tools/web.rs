@@ -1,15 +1,26 @@
-//! The `web_search` tool: with a search provider (`crate::search`), the user approves the search
-//! first (`web_search_request_query`), then Keyhaven runs it server-side and the model gets the
-//! results; a rejection is an error result with the user's reason. Without a provider the model
-//! is told plainly that web search is unavailable (no query is sent). The card is a
-//! `web_search_tool_call` (arguments only; the reference gives no result shape).
+//! The web tools that Keyhaven runs server-side after the user's approval (cursor-protocol.md
+//! §4.10: "for web search and web fetch, the actual fetching happens server-side after approval").
+//!
+//! - `web_search`: with a search provider (`crate::search`), a `web_search_request_query`, then
+//!   the search; the card is a `web_search_tool_call` whose result lists the references. Without
+//!   a provider the model is told plainly that web search is unavailable (no query is sent).
+//! - `fetch_url` with a fetcher installed ([`ToolKind::WebFetch`]): a `web_fetch_request_query`,
+//!   then the fetch; the card is a `web_fetch_tool_call` with the page's Markdown. Without a
+//!   fetcher `fetch_url` goes to the editor (`inspect`).
+//!
+//! A rejection is an error result carrying the user's reason; an abandoned query (cancel, break)
+//! an error result too; the card always completes.
+//!
+//! [`ToolKind::WebFetch`]: crate::cursor::tools::catalog::ToolKind::WebFetch
 
 use serde::Deserialize;
 
 use crate::cursor::protocol::agent::{
-    self, interaction_query, interaction_response, tool_call, web_search_request_response,
+    self, interaction_query, interaction_response, tool_call, web_fetch_request_response, web_fetch_result,
+    web_search_request_response, web_search_result,
 };
 use crate::cursor::tools::dispatch::{Call, CursorTools};
+use crate::cursor::tools::inspect::FetchIn;
 use crate::run::ToolOutput;
 
 /// Results asked of the provider per search.
@@ -23,37 +34,134 @@ pub(crate) struct SearchIn {
     query: String,
 }
 
+/// What the user decided on an approval query.
+enum Decision {
+    Approved,
+    Rejected(String),
+    /// No decision (the run abandoned the query, or the editor sent none); the message says which.
+    None(&'static str),
+}
+
+fn declined(what: &str, reason: &str) -> String {
+    let reason = if reason.trim().is_empty() { String::new() } else { format!(": {}", reason.trim()) };
+    format!("The user declined the {what}{reason}.")
+}
+
 impl CursorTools {
+    async fn approve(&self, query: interaction_query::Query) -> Decision {
+        match self.queries.ask(query).await {
+            Some(interaction_response::Result::WebSearchRequestResponse(r)) => match r.result {
+                Some(web_search_request_response::Result::Approved(_)) => Decision::Approved,
+                Some(web_search_request_response::Result::Rejected(r)) => Decision::Rejected(r.reason),
+                None => Decision::None("The editor answered the request without a decision."),
+            },
+            Some(interaction_response::Result::WebFetchRequestResponse(r)) => match r.result {
+                Some(web_fetch_request_response::Result::Approved(_)) => Decision::Approved,
+                Some(web_fetch_request_response::Result::Rejected(r)) => Decision::Rejected(r.reason),
+                None => Decision::None("The editor answered the request without a decision."),
+            },
+            Some(_) => Decision::None("The editor answered the request with another kind of response."),
+            None => Decision::None("The request was abandoned."),
+        }
+    }
+
     pub(crate) async fn web_search(&self, c: Call<'_>, a: SearchIn) -> ToolOutput {
         let args = agent::WebSearchArgs { search_term: a.query.clone(), tool_call_id: c.id.to_owned() };
-        let card = tool_call::Tool::WebSearchToolCall(agent::WebSearchToolCall { args: Some(args.clone()) });
-        self.started(c, card.clone());
-        let out = match &self.search {
-            None => ToolOutput::error(UNAVAILABLE),
+        let card = |result: web_search_result::Result| {
+            tool_call::Tool::WebSearchToolCall(agent::WebSearchToolCall {
+                args: Some(args.clone()),
+                result: Some(agent::WebSearchResult { result: Some(result) }),
+            })
+        };
+        self.started(
+            c,
+            tool_call::Tool::WebSearchToolCall(agent::WebSearchToolCall { args: Some(args.clone()), result: None }),
+        );
+        let error = |msg: String| {
+            (web_search_result::Result::Error(agent::WebSearchError { error: msg.clone() }), ToolOutput::error(msg))
+        };
+        let (result, out) = match &self.search {
+            None => error(UNAVAILABLE.to_owned()),
             Some(provider) => {
                 let query = interaction_query::Query::WebSearchRequestQuery(agent::WebSearchRequestQuery {
                     args: Some(args.clone()),
                 });
-                match self.queries.ask(query).await {
-                    Some(interaction_response::Result::WebSearchRequestResponse(r)) => match r.result {
-                        Some(web_search_request_response::Result::Approved(_)) => {
-                            match provider.search(&a.query, MAX_HITS).await {
-                                Ok(hits) => ToolOutput::text(crate::search::render(&a.query, &hits)),
-                                Err(e) => ToolOutput::error(format!("Web search failed: {e}")),
-                            }
+                match self.approve(query).await {
+                    Decision::Approved => match provider.search(&a.query, MAX_HITS).await {
+                        Ok(hits) => {
+                            let references = hits
+                                .iter()
+                                .map(|h| agent::WebSearchReference {
+                                    title: h.title.clone(),
+                                    url: h.url.clone(),
+                                    chunk: h.snippet.clone(),
+                                })
+                                .collect();
+                            (
+                                web_search_result::Result::Success(agent::WebSearchSuccess { references }),
+                                ToolOutput::text(crate::search::render(&a.query, &hits)),
+                            )
                         }
-                        Some(web_search_request_response::Result::Rejected(r)) => {
-                            let reason =
-                                if r.reason.trim().is_empty() { String::new() } else { format!(": {}", r.reason) };
-                            ToolOutput::error(format!("The user declined the web search{reason}."))
-                        }
-                        None => ToolOutput::error("The editor answered the web search request without a decision."),
+                        Err(e) => error(format!("Web search failed: {e}")),
                     },
-                    None => ToolOutput::error("The web search request was abandoned."),
+                    Decision::Rejected(reason) => (
+                        web_search_result::Result::Rejected(agent::WebSearchRejected { reason: reason.clone() }),
+                        ToolOutput::error(declined("web search", &reason)),
+                    ),
+                    Decision::None(msg) => error(format!("Web search: {msg}")),
                 }
             }
         };
-        self.completed(c, card);
+        self.completed(c, card(result));
+        out
+    }
+
+    pub(crate) async fn web_fetch(&self, c: Call<'_>, a: FetchIn) -> ToolOutput {
+        let args = agent::WebFetchArgs { url: a.url.clone(), tool_call_id: c.id.to_owned() };
+        let card = |result: Option<web_fetch_result::Result>| {
+            tool_call::Tool::WebFetchToolCall(agent::WebFetchToolCall {
+                args: Some(args.clone()),
+                result: result.map(|r| agent::WebFetchResult { result: Some(r) }),
+            })
+        };
+        self.started(c, card(None));
+        let error = |msg: String| {
+            (
+                web_fetch_result::Result::Error(agent::WebFetchError { url: a.url.clone(), error: msg.clone() }),
+                ToolOutput::error(format!("Fetching {} failed: {msg}", a.url)),
+            )
+        };
+        let (result, out) = match &self.fetcher {
+            None => error("no page fetcher is configured".to_owned()),
+            Some(fetcher) => {
+                let query = interaction_query::Query::WebFetchRequestQuery(agent::WebFetchRequestQuery {
+                    args: Some(args.clone()),
+                    skip_approval: false,
+                });
+                match self.approve(query).await {
+                    Decision::Approved => match fetcher.fetch(&a.url).await {
+                        Ok(page) => {
+                            let cut = if page.truncated { "\n[page truncated]" } else { "" };
+                            let text = format!("{}:\n{}{cut}", page.url, page.markdown);
+                            (
+                                web_fetch_result::Result::Success(agent::WebFetchSuccess {
+                                    url: page.url,
+                                    markdown: page.markdown,
+                                }),
+                                ToolOutput::text(text),
+                            )
+                        }
+                        Err(e) => error(e.to_string()),
+                    },
+                    Decision::Rejected(reason) => (
+                        web_fetch_result::Result::Rejected(agent::WebFetchRejected { reason: reason.clone() }),
+                        ToolOutput::error(declined(&format!("fetch of {}", a.url), &reason)),
+                    ),
+                    Decision::None(msg) => error(msg.to_owned()),
+                }
+            }
+        };
+        self.completed(c, card(Some(result)));
         out
     }
 }

@@ -26,8 +26,8 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use keyhaven::cursor::protocol::agent::{
     self, agent_client_message, agent_server_message, exec_client_control_message, exec_client_message,
-    exec_server_control_message, exec_server_message, grep_union_result, interaction_update, kv_client_message,
-    kv_server_message, shell_stream,
+    exec_server_control_message, exec_server_message, grep_union_result, interaction_response, interaction_update,
+    kv_client_message, kv_server_message, shell_stream,
 };
 use keyhaven::cursor::protocol::aiserver;
 use keyhaven::cursor::protocol::connect::{self, Envelope, EnvelopeDecoder};
@@ -119,6 +119,8 @@ pub struct CursorSim {
     /// The client's blob store (kept across turns and engine restarts, like the IDE's).
     pub blobs: BlobStore,
     pub kv: Kv,
+    /// How the simulated user answers interaction queries.
+    pub user: User,
     conn: Conn,
     keyring: Arc<MemoryKeyring>,
     config: String,
@@ -192,7 +194,17 @@ pub async fn start_with(agent: &str, extra: &str) -> CursorSim {
     let keyring = Arc::new(MemoryKeyring::default());
     let te = TestEngine::start_with_keyring(dir, &config, keyring.clone()).await;
     let conn = Conn::of(&te);
-    CursorSim { te, mock, ws: Workspace::new(), blobs: BlobStore::default(), kv: Kv::Answer, conn, keyring, config }
+    CursorSim {
+        te,
+        mock,
+        ws: Workspace::new(),
+        blobs: BlobStore::default(),
+        kv: Kv::Answer,
+        user: agreeable_user(),
+        conn,
+        keyring,
+        config,
+    }
 }
 
 impl Conn {
@@ -208,23 +220,23 @@ impl Conn {
 impl CursorSim {
     /// Stops the engine and starts a new one on the same data directory, keyring and workspace.
     pub async fn restart(self) -> CursorSim {
-        let CursorSim { te, mock, ws, blobs, kv, keyring, config, .. } = self;
+        let CursorSim { te, mock, ws, blobs, kv, user, keyring, config, .. } = self;
         let dir = te.stop().await;
         let te = TestEngine::start_with_keyring(dir, &config, keyring.clone()).await;
         let conn = Conn::of(&te);
-        CursorSim { te, mock, ws, blobs, kv, conn, keyring, config }
+        CursorSim { te, mock, ws, blobs, kv, user, conn, keyring, config }
     }
 
     /// Stops the engine and starts a new one on a **fresh** data directory (nothing of the old
     /// database); the workspace and the client's blob store stay.
     pub async fn fresh_data_dir(self) -> CursorSim {
-        let CursorSim { te, mock, ws, blobs, kv, config, .. } = self;
+        let CursorSim { te, mock, ws, blobs, kv, user, config, .. } = self;
         drop(te.stop().await);
         let keyring = Arc::new(MemoryKeyring::default());
         let dir = tempfile::tempdir().expect("tempdir");
         let te = TestEngine::start_with_keyring(dir, &config, keyring.clone()).await;
         let conn = Conn::of(&te);
-        CursorSim { te, mock, ws, blobs, kv, conn, keyring, config }
+        CursorSim { te, mock, ws, blobs, kv, user, conn, keyring, config }
     }
 }
 
@@ -307,6 +319,61 @@ pub type Policy = Arc<dyn Fn(&agent::ExecServerMessage) -> Act + Send + Sync>;
 
 pub fn run_everything() -> Policy {
     Arc::new(|_| Act::Run)
+}
+
+/// The user's answer to an interaction query (`None`: the user never answers).
+pub type User = Arc<dyn Fn(&agent::InteractionQuery) -> Option<interaction_response::Result> + Send + Sync>;
+
+/// A user who approves every request, picks the first option of every question and accepts
+/// every plan (saved under `file:///plans/<name>.md`).
+pub fn agreeable_user() -> User {
+    use agent::interaction_query::Query;
+    Arc::new(|q| {
+        Some(match q.query.as_ref()? {
+            Query::WebSearchRequestQuery(_) => {
+                interaction_response::Result::WebSearchRequestResponse(agent::WebSearchRequestResponse {
+                    result: Some(agent::web_search_request_response::Result::Approved(agent::WebSearchApproved {})),
+                })
+            }
+            Query::WebFetchRequestQuery(_) => {
+                interaction_response::Result::WebFetchRequestResponse(agent::WebFetchRequestResponse {
+                    result: Some(agent::web_fetch_request_response::Result::Approved(agent::WebFetchApproved {})),
+                })
+            }
+            Query::SwitchModeRequestQuery(_) => {
+                interaction_response::Result::SwitchModeRequestResponse(agent::SwitchModeRequestResponse {
+                    result: Some(agent::switch_mode_request_response::Result::Approved(agent::SwitchModeApproved {})),
+                })
+            }
+            Query::AskQuestionInteractionQuery(a) => {
+                let answers = a
+                    .args
+                    .iter()
+                    .flat_map(|a| &a.questions)
+                    .map(|q| agent::AskQuestionAnswer {
+                        question_id: q.id.clone(),
+                        selected_option_ids: q.options.iter().take(1).map(|o| o.id.clone()).collect(),
+                    })
+                    .collect();
+                interaction_response::Result::AskQuestionInteractionResponse(agent::AskQuestionInteractionResponse {
+                    result: Some(agent::AskQuestionResult {
+                        result: Some(agent::ask_question_result::Result::Success(agent::AskQuestionSuccess {
+                            answers,
+                        })),
+                    }),
+                })
+            }
+            Query::CreatePlanRequestQuery(p) => {
+                let name = p.args.as_ref().map_or("plan", |a| a.name.as_str()).replace(' ', "-");
+                interaction_response::Result::CreatePlanRequestResponse(agent::CreatePlanRequestResponse {
+                    result: Some(agent::CreatePlanResult {
+                        result: Some(agent::create_plan_result::Result::Success(agent::CreatePlanSuccess {})),
+                        plan_uri: format!("file:///plans/{name}.md"),
+                    }),
+                })
+            }
+        })
+    })
 }
 
 /// What the client saw of one run.
@@ -441,7 +508,7 @@ impl CursorSim {
     fn read_run(&self, request_id: &str, resp: Response<Incoming>, seq: Arc<AtomicU64>, policy: Policy) -> Run {
         let (conn, ws, id, s) = (self.conn.clone(), self.ws.clone(), request_id.to_owned(), seq.clone());
         let live = Live::default();
-        let kv = (self.blobs.clone(), self.kv, live.clone());
+        let kv = (self.blobs.clone(), self.kv, live.clone(), self.user.clone());
         let task = tokio::spawn(async move { drive(resp.into_body(), conn, ws, id, s, policy, kv).await });
         Run { request_id: request_id.to_owned(), seq, conn: self.conn.clone(), task, live }
     }
@@ -615,7 +682,7 @@ async fn drive(
     request_id: String,
     seq: Arc<AtomicU64>,
     policy: Policy,
-    (blobs, kv, live): (BlobStore, Kv, Live),
+    (blobs, kv, live, user): (BlobStore, Kv, Live, User),
 ) -> Seen {
     let mut dec = EnvelopeDecoder::new(true);
     let mut seen = Seen::default();
@@ -681,20 +748,10 @@ async fn drive(
                 }
             }
             Some(agent_server_message::Message::InteractionQuery(q)) => {
-                // The user approves every approval request.
+                // The user decides (possibly never), concurrently with everything else.
+                let Some(result) = user(&q) else { continue };
                 let (conn, id, seq) = (conn.clone(), request_id.clone(), seq.clone());
                 tasks.push(tokio::spawn(async move {
-                    let result = match q.query {
-                        Some(agent::interaction_query::Query::WebSearchRequestQuery(_)) | None => {
-                            agent::interaction_response::Result::WebSearchRequestResponse(
-                                agent::WebSearchRequestResponse {
-                                    result: Some(agent::web_search_request_response::Result::Approved(
-                                        agent::WebSearchApproved {},
-                                    )),
-                                },
-                            )
-                        }
-                    };
                     let msg = agent_client_message::Message::InteractionResponse(agent::InteractionResponse {
                         id: q.id,
                         result: Some(result),

@@ -246,37 +246,362 @@ pub struct KvError {
     #[prost(string, tag = "1")]
     pub message: ::prost::alloc::string::String,
 }
-/// Interaction queries (§4.10): the server asks the UI for approval; the response has the same id
-/// and case number. Only web search approval is declared so far.
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+/// Interaction queries (§4.10): the server asks the UI for approval or input; the response has the
+/// same id and case number. The argument and result shapes below the §4.10 table (ask_question,
+/// create_plan, switch_mode, web_fetch, web search results) follow the field numbers of the client's
+/// generated agent.v1 code as published in public reverse-engineering notes; nested messages of the
+/// original (e.g. `WebFetchRequestResponse.Approved`) are top-level here, which is wire-identical.
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct InteractionQuery {
     #[prost(uint32, tag = "1")]
     pub id: u32,
-    #[prost(oneof = "interaction_query::Query", tags = "2")]
+    #[prost(oneof = "interaction_query::Query", tags = "2, 3, 4, 7, 9")]
     pub query: ::core::option::Option<interaction_query::Query>,
 }
 /// Nested message and enum types in `InteractionQuery`.
 pub mod interaction_query {
-    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
     pub enum Query {
         #[prost(message, tag = "2")]
         WebSearchRequestQuery(super::WebSearchRequestQuery),
+        #[prost(message, tag = "3")]
+        AskQuestionInteractionQuery(super::AskQuestionInteractionQuery),
+        #[prost(message, tag = "4")]
+        SwitchModeRequestQuery(super::SwitchModeRequestQuery),
+        #[prost(message, tag = "7")]
+        CreatePlanRequestQuery(super::CreatePlanRequestQuery),
+        #[prost(message, tag = "9")]
+        WebFetchRequestQuery(super::WebFetchRequestQuery),
     }
 }
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct InteractionResponse {
     #[prost(uint32, tag = "1")]
     pub id: u32,
-    #[prost(oneof = "interaction_response::Result", tags = "2")]
+    #[prost(oneof = "interaction_response::Result", tags = "2, 3, 4, 7, 9")]
     pub result: ::core::option::Option<interaction_response::Result>,
 }
 /// Nested message and enum types in `InteractionResponse`.
 pub mod interaction_response {
-    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
     pub enum Result {
         #[prost(message, tag = "2")]
         WebSearchRequestResponse(super::WebSearchRequestResponse),
+        #[prost(message, tag = "3")]
+        AskQuestionInteractionResponse(super::AskQuestionInteractionResponse),
+        #[prost(message, tag = "4")]
+        SwitchModeRequestResponse(super::SwitchModeRequestResponse),
+        #[prost(message, tag = "7")]
+        CreatePlanRequestResponse(super::CreatePlanRequestResponse),
+        #[prost(message, tag = "9")]
+        WebFetchRequestResponse(super::WebFetchRequestResponse),
     }
+}
+/// ask_question: structured questions with options; the user picks.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct AskQuestionArgs {
+    #[prost(string, tag = "1")]
+    pub title: ::prost::alloc::string::String,
+    #[prost(message, repeated, tag = "2")]
+    pub questions: ::prost::alloc::vec::Vec<AskQuestionQuestion>,
+    #[prost(bool, tag = "5")]
+    pub run_async: bool,
+    #[prost(string, tag = "6")]
+    pub async_original_tool_call_id: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct AskQuestionQuestion {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub prompt: ::prost::alloc::string::String,
+    #[prost(message, repeated, tag = "3")]
+    pub options: ::prost::alloc::vec::Vec<AskQuestionOption>,
+    #[prost(bool, tag = "4")]
+    pub allow_multiple: bool,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AskQuestionOption {
+    #[prost(string, tag = "1")]
+    pub id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub label: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct AskQuestionResult {
+    #[prost(oneof = "ask_question_result::Result", tags = "1, 2, 3, 4")]
+    pub result: ::core::option::Option<ask_question_result::Result>,
+}
+/// Nested message and enum types in `AskQuestionResult`.
+pub mod ask_question_result {
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Success(super::AskQuestionSuccess),
+        #[prost(message, tag = "2")]
+        Error(super::AskQuestionError),
+        #[prost(message, tag = "3")]
+        Rejected(super::AskQuestionRejected),
+        #[prost(message, tag = "4")]
+        Async(super::AskQuestionAsync),
+    }
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct AskQuestionSuccess {
+    #[prost(message, repeated, tag = "1")]
+    pub answers: ::prost::alloc::vec::Vec<AskQuestionAnswer>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AskQuestionAnswer {
+    #[prost(string, tag = "1")]
+    pub question_id: ::prost::alloc::string::String,
+    #[prost(string, repeated, tag = "2")]
+    pub selected_option_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AskQuestionError {
+    #[prost(string, tag = "1")]
+    pub error_message: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AskQuestionRejected {
+    #[prost(string, tag = "1")]
+    pub reason: ::prost::alloc::string::String,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AskQuestionAsync {}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct AskQuestionInteractionQuery {
+    #[prost(message, optional, tag = "1")]
+    pub args: ::core::option::Option<AskQuestionArgs>,
+    #[prost(string, tag = "2")]
+    pub tool_call_id: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct AskQuestionInteractionResponse {
+    #[prost(message, optional, tag = "1")]
+    pub result: ::core::option::Option<AskQuestionResult>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct AskQuestionToolCall {
+    #[prost(message, optional, tag = "1")]
+    pub args: ::core::option::Option<AskQuestionArgs>,
+    #[prost(message, optional, tag = "2")]
+    pub result: ::core::option::Option<AskQuestionResult>,
+}
+/// create_plan: the user reviews a plan; the editor stores it and answers with its URI.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct CreatePlanArgs {
+    #[prost(string, tag = "1")]
+    pub plan: ::prost::alloc::string::String,
+    #[prost(message, repeated, tag = "2")]
+    pub todos: ::prost::alloc::vec::Vec<TodoItem>,
+    #[prost(string, tag = "3")]
+    pub overview: ::prost::alloc::string::String,
+    #[prost(string, tag = "4")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(bool, tag = "5")]
+    pub is_project: bool,
+    #[prost(message, repeated, tag = "6")]
+    pub phases: ::prost::alloc::vec::Vec<PlanPhase>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct PlanPhase {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(message, repeated, tag = "2")]
+    pub todos: ::prost::alloc::vec::Vec<TodoItem>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CreatePlanResult {
+    #[prost(string, tag = "3")]
+    pub plan_uri: ::prost::alloc::string::String,
+    #[prost(oneof = "create_plan_result::Result", tags = "1, 2")]
+    pub result: ::core::option::Option<create_plan_result::Result>,
+}
+/// Nested message and enum types in `CreatePlanResult`.
+pub mod create_plan_result {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Success(super::CreatePlanSuccess),
+        #[prost(message, tag = "2")]
+        Error(super::CreatePlanError),
+    }
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CreatePlanSuccess {}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CreatePlanError {
+    #[prost(string, tag = "1")]
+    pub error: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct CreatePlanRequestQuery {
+    #[prost(message, optional, tag = "1")]
+    pub args: ::core::option::Option<CreatePlanArgs>,
+    #[prost(string, tag = "2")]
+    pub tool_call_id: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CreatePlanRequestResponse {
+    #[prost(message, optional, tag = "1")]
+    pub result: ::core::option::Option<CreatePlanResult>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct CreatePlanToolCall {
+    #[prost(message, optional, tag = "1")]
+    pub args: ::core::option::Option<CreatePlanArgs>,
+    #[prost(message, optional, tag = "2")]
+    pub result: ::core::option::Option<CreatePlanResult>,
+}
+/// switch_mode: the model asks to change the agent mode; the user approves or rejects.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SwitchModeArgs {
+    #[prost(string, tag = "1")]
+    pub target_mode_id: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "2")]
+    pub explanation: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, tag = "3")]
+    pub tool_call_id: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SwitchModeResult {
+    #[prost(oneof = "switch_mode_result::Result", tags = "1, 2, 3")]
+    pub result: ::core::option::Option<switch_mode_result::Result>,
+}
+/// Nested message and enum types in `SwitchModeResult`.
+pub mod switch_mode_result {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Success(super::SwitchModeSuccess),
+        #[prost(message, tag = "2")]
+        Error(super::SwitchModeError),
+        #[prost(message, tag = "3")]
+        Rejected(super::SwitchModeRejected),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SwitchModeSuccess {
+    #[prost(string, tag = "1")]
+    pub from_mode_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub to_mode_id: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SwitchModeError {
+    #[prost(string, tag = "1")]
+    pub error: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SwitchModeRejected {
+    #[prost(string, tag = "1")]
+    pub reason: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SwitchModeRequestQuery {
+    #[prost(message, optional, tag = "1")]
+    pub args: ::core::option::Option<SwitchModeArgs>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SwitchModeRequestResponse {
+    #[prost(oneof = "switch_mode_request_response::Result", tags = "1, 2")]
+    pub result: ::core::option::Option<switch_mode_request_response::Result>,
+}
+/// Nested message and enum types in `SwitchModeRequestResponse`.
+pub mod switch_mode_request_response {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Approved(super::SwitchModeApproved),
+        #[prost(message, tag = "2")]
+        Rejected(super::SwitchModeRejected),
+    }
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SwitchModeApproved {}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SwitchModeToolCall {
+    #[prost(message, optional, tag = "1")]
+    pub args: ::core::option::Option<SwitchModeArgs>,
+    #[prost(message, optional, tag = "2")]
+    pub result: ::core::option::Option<SwitchModeResult>,
+}
+/// web_fetch: the user approves, then the server fetches the page.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WebFetchArgs {
+    #[prost(string, tag = "1")]
+    pub url: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub tool_call_id: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WebFetchResult {
+    #[prost(oneof = "web_fetch_result::Result", tags = "1, 2, 3")]
+    pub result: ::core::option::Option<web_fetch_result::Result>,
+}
+/// Nested message and enum types in `WebFetchResult`.
+pub mod web_fetch_result {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Success(super::WebFetchSuccess),
+        #[prost(message, tag = "2")]
+        Error(super::WebFetchError),
+        #[prost(message, tag = "3")]
+        Rejected(super::WebFetchRejected),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WebFetchSuccess {
+    #[prost(string, tag = "1")]
+    pub url: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub markdown: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WebFetchError {
+    #[prost(string, tag = "1")]
+    pub url: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub error: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WebFetchRejected {
+    #[prost(string, tag = "1")]
+    pub reason: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WebFetchRequestQuery {
+    #[prost(message, optional, tag = "1")]
+    pub args: ::core::option::Option<WebFetchArgs>,
+    #[prost(bool, tag = "2")]
+    pub skip_approval: bool,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WebFetchRequestResponse {
+    #[prost(oneof = "web_fetch_request_response::Result", tags = "1, 2")]
+    pub result: ::core::option::Option<web_fetch_request_response::Result>,
+}
+/// Nested message and enum types in `WebFetchRequestResponse`.
+pub mod web_fetch_request_response {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Approved(super::WebFetchApproved),
+        #[prost(message, tag = "2")]
+        Rejected(super::WebFetchRejected),
+    }
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WebFetchApproved {}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WebFetchToolCall {
+    #[prost(message, optional, tag = "1")]
+    pub args: ::core::option::Option<WebFetchArgs>,
+    #[prost(message, optional, tag = "2")]
+    pub result: ::core::option::Option<WebFetchResult>,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct WebSearchArgs {
@@ -312,11 +637,48 @@ pub struct WebSearchRejected {
     #[prost(string, tag = "1")]
     pub reason: ::prost::alloc::string::String,
 }
-/// The web search card; its result shape is not in the reference, so only the arguments travel.
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct WebSearchToolCall {
     #[prost(message, optional, tag = "1")]
     pub args: ::core::option::Option<WebSearchArgs>,
+    #[prost(message, optional, tag = "2")]
+    pub result: ::core::option::Option<WebSearchResult>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct WebSearchResult {
+    #[prost(oneof = "web_search_result::Result", tags = "1, 2, 3")]
+    pub result: ::core::option::Option<web_search_result::Result>,
+}
+/// Nested message and enum types in `WebSearchResult`.
+pub mod web_search_result {
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Success(super::WebSearchSuccess),
+        #[prost(message, tag = "2")]
+        Error(super::WebSearchError),
+        #[prost(message, tag = "3")]
+        Rejected(super::WebSearchRejected),
+    }
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct WebSearchSuccess {
+    #[prost(message, repeated, tag = "1")]
+    pub references: ::prost::alloc::vec::Vec<WebSearchReference>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WebSearchReference {
+    #[prost(string, tag = "1")]
+    pub title: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub url: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub chunk: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct WebSearchError {
+    #[prost(string, tag = "1")]
+    pub error: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct ShellArgs {
@@ -973,7 +1335,7 @@ pub struct JsonList {
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ToolCall {
-    #[prost(oneof = "tool_call::Tool", tags = "1, 3, 4, 5, 8, 12, 9, 13, 14, 15, 18, 24")]
+    #[prost(oneof = "tool_call::Tool", tags = "1, 3, 4, 5, 8, 12, 9, 13, 14, 15, 17, 18, 23, 24, 25, 37")]
     pub tool: ::core::option::Option<tool_call::Tool>,
 }
 /// Nested message and enum types in `ToolCall`.
@@ -1000,10 +1362,18 @@ pub mod tool_call {
         ReadLintsToolCall(super::ReadLintsToolCall),
         #[prost(message, tag = "15")]
         McpToolCall(super::McpToolCall),
+        #[prost(message, tag = "17")]
+        CreatePlanToolCall(super::CreatePlanToolCall),
         #[prost(message, tag = "18")]
         WebSearchToolCall(super::WebSearchToolCall),
+        #[prost(message, tag = "23")]
+        AskQuestionToolCall(super::AskQuestionToolCall),
         #[prost(message, tag = "24")]
         FetchToolCall(super::FetchToolCall),
+        #[prost(message, tag = "25")]
+        SwitchModeToolCall(super::SwitchModeToolCall),
+        #[prost(message, tag = "37")]
+        WebFetchToolCall(super::WebFetchToolCall),
     }
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
