@@ -238,8 +238,11 @@ async fn resume_after_a_dropped_run_sse_replays_and_continues_the_unfinished_ste
     run.cancel().await;
     let seen = run.finish().await;
     assert_eq!(
-        seen.updates().first(),
-        Some(&interaction_update::Message::TextDelta(agent::TextDeltaUpdate { text: "half an answer".into() })),
+        seen.updates()[..2],
+        [
+            interaction_update::Message::StepStarted(agent::StepStartedUpdate { step_id: 1 }),
+            interaction_update::Message::TextDelta(agent::TextDeltaUpdate { text: "half an answer".into() })
+        ],
         "the re-subscriber gets the replay from the first frame"
     );
     assert_eq!(seen.end, Some(Default::default()));

@@ -425,11 +425,26 @@ async fn read_frames(resp: Response<Incoming>) -> (Vec<agent::AgentServerMessage
     (msgs, end.expect("an end-stream frame"))
 }
 
+/// The update of `m`; a `step_completed`'s measured duration reads as 0 (so sequences compare).
 fn update(m: &agent::AgentServerMessage) -> interaction_update::Message {
     match &m.message {
-        Some(agent_server_message::Message::InteractionUpdate(u)) => u.message.clone().expect("update case"),
+        Some(agent_server_message::Message::InteractionUpdate(u)) => match u.message.clone().expect("update case") {
+            interaction_update::Message::StepCompleted(c) => {
+                assert!(c.step_duration_ms >= 0, "{c:?}");
+                step_done(c.step_id)
+            }
+            other => other,
+        },
         other => panic!("not an interaction update: {other:?}"),
     }
+}
+
+fn step(id: u64) -> interaction_update::Message {
+    interaction_update::Message::StepStarted(agent::StepStartedUpdate { step_id: id })
+}
+
+fn step_done(id: u64) -> interaction_update::Message {
+    interaction_update::Message::StepCompleted(agent::StepCompletedUpdate { step_id: id, step_duration_ms: 0 })
 }
 
 fn run_request(model: &str, text: &str) -> Vec<u8> {
@@ -499,15 +514,15 @@ fn hanging_text() -> Reply {
 
 /// The exact updates of the plain (`Case::Text`) turn from the OpenAI mock.
 fn plain_turn() -> Vec<interaction_update::Message> {
-    vec![text("Hello"), tokens(2), text(" world"), tokens(2), ended(20, 5, 0)]
+    vec![step(1), text("Hello"), tokens(2), text(" world"), tokens(2), step_done(1), ended(20, 5, 0)]
 }
 
 /// Checks the thinking turn's updates (`thinking_completed` carries a measured duration).
 fn assert_thinking_turn(got: &[interaction_update::Message]) {
-    assert_eq!(got.len(), 8, "{got:?}");
-    assert_eq!(&got[..4], &[thinking("Let me "), tokens(2), thinking("think."), tokens(2)]);
-    assert!(matches!(got[4], interaction_update::Message::ThinkingCompleted(_)), "{got:?}");
-    assert_eq!(&got[5..], &[text("Answer: 4"), tokens(3), ended(10, 12, 0)]);
+    assert_eq!(got.len(), 10, "{got:?}");
+    assert_eq!(&got[..5], &[step(1), thinking("Let me "), tokens(2), thinking("think."), tokens(2)]);
+    assert!(matches!(got[5], interaction_update::Message::ThinkingCompleted(_)), "{got:?}");
+    assert_eq!(&got[6..], &[text("Answer: 4"), tokens(3), step_done(1), ended(10, 12, 0)]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -556,11 +571,12 @@ async fn cursor_h2_run_is_full_duplex_with_exact_frames_and_cancel() {
         assert_eq!(resp.status(), StatusCode::OK);
         assert_eq!(resp.headers().get("content-type").expect("ct"), "application/connect+proto");
         let mut frames = FrameReader::new(resp);
+        assert_eq!(frames.next().await, Out::Update(Box::new(step(1))), "{mode:?}");
         assert_eq!(frames.next().await, Out::Update(Box::new(text("Hello"))), "{mode:?}");
         // (Once the run has ended the server lets go of the request side, so a late send may fail.)
         let _ = tx.send(connect::encode_envelope(&HEARTBEAT, false));
         let (rest, end) = frames.rest().await;
-        assert_eq!(rest, plain_turn()[1..], "{mode:?}");
+        assert_eq!(rest, plain_turn()[2..], "{mode:?}");
         assert_eq!(end, EndStream::default());
         drop(tx);
 
@@ -576,6 +592,7 @@ async fn cursor_h2_run_is_full_duplex_with_exact_frames_and_cancel() {
         s.mock.push(hanging_text());
         let (tx, resp) = s.run_h2(&mut h2, connect::encode_envelope(&run_request("oa-model", "hi"), false)).await;
         let mut frames = FrameReader::new(resp);
+        assert_eq!(frames.next().await, Out::Update(Box::new(step(1))));
         assert_eq!(frames.next().await, Out::Update(Box::new(text("Hello"))));
         tx.send(connect::encode_envelope(&cancel("user_stopped_generation"), false)).expect("send");
         let (rest, end) = frames.rest().await;
@@ -602,7 +619,7 @@ async fn cursor_seqno_gaps_duplicates_and_gzip_are_delivered_in_order() {
     s.append("r-gap", 0, &run_request("oa-model", "hi")).await;
     s.append("r-gap", 2, &cancel("user_stopped_generation")).await;
     let mut frames = FrameReader::new(s.run_sse("r-gap").await);
-    for want in [text("Hello"), tokens(2), text(" world"), tokens(2)] {
+    for want in [step(1), text("Hello"), tokens(2), text(" world"), tokens(2)] {
         assert_eq!(frames.next().await, Out::Update(Box::new(want)), "the cancel behind the gap is not applied yet");
     }
     s.append("r-gap", 1, &HEARTBEAT).await;
@@ -918,7 +935,7 @@ async fn cursor_provider_errors_map_to_cursor_error_kinds() {
         let id = format!("r-err-{i}");
         s.append(&id, 0, &run_request("oa-model", "hi")).await;
         let (got, end) = FrameReader::new(s.run_sse(&id).await).rest().await;
-        assert!(got.is_empty(), "{got:?}");
+        assert_eq!(got, vec![step(1)], "the step began; no answer followed");
         let err = end.error.expect("an error end-stream");
         assert_eq!(err.code, code, "HTTP {status}");
         assert_eq!(err.cursor_details().expect("ErrorDetails").error, kind as i32, "HTTP {status}");

@@ -275,3 +275,51 @@ async fn todos_stay_server_side_diagnostics_and_fetch_run_on_the_client_and_sear
     assert!(result(2, "c-todo2").contains("[completed] 1: fix lints"), "{}", result(2, "c-todo2"));
     s.te.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_written_file_streams_into_its_edit_card_and_steps_are_framed() {
+    let s = cursor_client::start("").await;
+    let contents = "fn main() {\n    println!(\"héllo \\\\ world\");\n}\n".repeat(4);
+    s.mock.push(Reply::sse(&oa_tools(&[("c-w", "write_file", json!({"path": "src/main.rs", "contents": contents}))])));
+    s.mock.push(Reply::sse(&oa_text("Written.")));
+    let seen = s.turn(&Turn::new("req-stream", "conv-stream", "write main")).await;
+    assert_eq!(seen.end, Some(Default::default()));
+    assert_eq!(s.ws.read("src/main.rs").as_deref(), Some(contents.as_str()));
+
+    let updates = seen.updates();
+    let deltas: Vec<(usize, String)> = updates
+        .iter()
+        .enumerate()
+        .filter_map(|(i, u)| match u {
+            interaction_update::Message::ToolCallDelta(d) if d.call_id == "c-w" => {
+                match d.tool_call_delta.as_ref().and_then(|t| t.delta.clone()) {
+                    Some(agent::tool_call_delta::Delta::EditToolCallDelta(e)) => Some((i, e.stream_content_delta)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(deltas.len() >= 2, "the content streams in pieces as the arguments do: {deltas:?}");
+    assert_eq!(deltas.iter().map(|(_, t)| t.as_str()).collect::<String>(), contents, "decoded, complete, in order");
+    let started = updates
+        .iter()
+        .position(|u| matches!(u, interaction_update::Message::ToolCallStarted(c) if c.call_id == "c-w"))
+        .expect("started");
+    assert!(deltas.iter().all(|(i, _)| *i < started), "the content streams while the model writes it");
+
+    // Each step is framed: started before its first update, completed after its tool round.
+    let steps: Vec<String> = updates
+        .iter()
+        .filter_map(|u| match u {
+            interaction_update::Message::StepStarted(s) => Some(format!("start {}", s.step_id)),
+            interaction_update::Message::StepCompleted(s) => Some(format!("done {}", s.step_id)),
+            interaction_update::Message::ToolCallCompleted(_) => Some("tool".to_owned()),
+            interaction_update::Message::TurnEnded(_) => Some("end".to_owned()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(steps, vec!["start 1", "tool", "done 1", "start 2", "done 2", "end"]);
+    assert!(matches!(updates.first(), Some(interaction_update::Message::StepStarted(_))));
+    s.te.stop().await;
+}

@@ -57,11 +57,12 @@ use crate::cursor::conversation::{Conversation, Conversations};
 use crate::cursor::protocol::agent::{self, AgentMode, agent_client_message, conversation_action};
 use crate::cursor::protocol::connect;
 use crate::cursor::protocol::events::{self, TurnUsage};
-use crate::cursor::tools::catalog::Catalog;
+use crate::cursor::tools::catalog::{Catalog, ToolKind};
 use crate::cursor::tools::dispatch::{CursorTools, model_call_id};
 use crate::cursor::tools::exec::ExecChannel;
 use crate::cursor::tools::interact::ModeCell;
 use crate::cursor::tools::query::QueryChannel;
+use crate::cursor::tools::stream::FieldStream;
 use crate::cursor::transport::{Output, Transport};
 use crate::model::{Entry, ErrorInfo, Message, Role, RunStatus};
 use crate::provider::Gateway;
@@ -476,8 +477,12 @@ struct FrameState {
     thinking_since: Option<Instant>,
     output_estimate: i64,
     step: u32,
+    /// When the current step began (`step_completed` carries its duration).
+    step_since: Option<Instant>,
     /// Tool names by call id (partial cards name their case).
     names: HashMap<String, String>,
+    /// The new file text of `write_file` calls, followed as the arguments stream.
+    edits: HashMap<String, FieldStream>,
 }
 
 /// Maps run events to interaction updates on the transport's output.
@@ -512,6 +517,14 @@ impl Frames {
         s.output_estimate += i64::from(n);
     }
 
+    /// Ends the current step (`step_completed` with its duration).
+    fn close_step(&self, s: &mut FrameState) {
+        if let Some(since) = s.step_since.take() {
+            let ms = i64::try_from(since.elapsed().as_millis()).unwrap_or(i64::MAX);
+            self.emit(&events::step_completed(s.step, ms));
+        }
+    }
+
     /// `turn_ended` numbers when no call reported usage: the output estimate only.
     fn estimated_usage(&self) -> TurnUsage {
         let estimate = self.state.lock().map_or(0, |s| s.output_estimate);
@@ -527,7 +540,13 @@ impl RunObserver for Frames {
     fn on_event(&self, event: RunEvent<'_>) {
         let Ok(mut s) = self.state.lock() else { return };
         match event {
-            RunEvent::StepStarted { step } => s.step = step,
+            RunEvent::StepStarted { step } => {
+                self.close_step(&mut s);
+                s.step = step;
+                s.step_since = Some(Instant::now());
+                s.edits.clear();
+                self.emit(&events::step_started(step));
+            }
             RunEvent::ThinkingDelta(text) => {
                 s.thinking_since.get_or_insert_with(Instant::now);
                 self.emit(&events::thinking_delta(text));
@@ -541,6 +560,9 @@ impl RunObserver for Frames {
             RunEvent::ToolCallBegin { step, id, name } => {
                 self.close_thinking(&mut s);
                 s.names.insert(id.to_owned(), name.to_owned());
+                if self.catalog.kind(name) == Some(ToolKind::Write) {
+                    s.edits.insert(id.to_owned(), FieldStream::new("contents"));
+                }
                 let mcid = model_call_id(&self.run_id, step);
                 self.emit(&events::partial_tool_call(id, self.catalog.skeleton(name), "", &mcid));
             }
@@ -548,8 +570,17 @@ impl RunObserver for Frames {
                 let card = s.names.get(id).and_then(|n| self.catalog.skeleton(n));
                 let mcid = model_call_id(&self.run_id, s.step);
                 self.emit(&events::partial_tool_call(id, card, delta, &mcid));
+                if let Some(text) = s.edits.get_mut(id).map(|f| f.push(delta)).filter(|t| !t.is_empty()) {
+                    self.emit(&events::edit_delta(id, &text, &mcid));
+                }
             }
-            RunEvent::StepCompleted { .. } => self.close_thinking(&mut s),
+            RunEvent::StepCompleted { tool_calls, .. } => {
+                self.close_thinking(&mut s);
+                if tool_calls == 0 {
+                    self.close_step(&mut s);
+                }
+            }
+            RunEvent::ToolRoundFinished { .. } => self.close_step(&mut s),
             RunEvent::CompactionStarted => {
                 self.close_thinking(&mut s);
                 self.emit(&compact::summary_started());
@@ -560,10 +591,7 @@ impl RunObserver for Frames {
                 }
                 self.emit(&compact::summary_completed());
             }
-            RunEvent::Usage(_)
-            | RunEvent::MessageAppended { .. }
-            | RunEvent::ToolRoundStarted { .. }
-            | RunEvent::ToolRoundFinished { .. } => {}
+            RunEvent::Usage(_) | RunEvent::MessageAppended { .. } | RunEvent::ToolRoundStarted { .. } => {}
         }
     }
 }

@@ -119,3 +119,30 @@ pub fn shell_delta(call_id: &str, stderr: bool, data: &str, model_call_id: &str)
         model_call_id: model_call_id.to_owned(),
     }))
 }
+
+/// `tool_call_delta` with the next piece of a file's new text, streamed into the edit card while
+/// the model writes it.
+pub fn edit_delta(call_id: &str, text: &str, model_call_id: &str) -> agent::AgentServerMessage {
+    update(interaction_update::Message::ToolCallDelta(agent::ToolCallDeltaUpdate {
+        call_id: call_id.to_owned(),
+        tool_call_delta: Some(agent::ToolCallDelta {
+            delta: Some(agent::tool_call_delta::Delta::EditToolCallDelta(agent::EditToolCallDelta {
+                stream_content_delta: text.to_owned(),
+            })),
+        }),
+        model_call_id: model_call_id.to_owned(),
+    }))
+}
+
+/// `step_started`: a model step (one model call and its tool round) begins.
+pub fn step_started(step: u32) -> agent::AgentServerMessage {
+    update(interaction_update::Message::StepStarted(agent::StepStartedUpdate { step_id: u64::from(step) }))
+}
+
+/// `step_completed`: the step's model call and tool round are done.
+pub fn step_completed(step: u32, duration_ms: i64) -> agent::AgentServerMessage {
+    update(interaction_update::Message::StepCompleted(agent::StepCompletedUpdate {
+        step_id: u64::from(step),
+        step_duration_ms: duration_ms,
+    }))
+}

@@ -62,7 +62,7 @@ pub fn mode_id(mode: AgentMode) -> &'static str {
 /// The modes the model may ask for.
 pub const SWITCHABLE: [&str; 4] = ["agent", "ask", "plan", "debug"];
 
-fn parse_mode(id: &str) -> Option<AgentMode> {
+pub(super) fn parse_mode(id: &str) -> Option<AgentMode> {
     match id.trim().to_ascii_lowercase().as_str() {
         "agent" => Some(AgentMode::Agent),
         "ask" => Some(AgentMode::Ask),
@@ -128,7 +128,7 @@ const ABANDONED: &str = "The request to the user was abandoned (the run was inte
 const NO_DECISION: &str = "The editor answered without a decision.";
 
 /// The questions as the query carries them: ids filled in (`q1`, `q2`, …; options `a`, `b`, …).
-fn questions(a: AskIn) -> Result<agent::AskQuestionArgs, String> {
+pub(super) fn questions(a: AskIn) -> Result<agent::AskQuestionArgs, String> {
     if a.questions.is_empty() {
         return Err("ask_question needs at least one question.".to_owned());
     }
@@ -168,7 +168,7 @@ fn option_id(j: usize) -> String {
 }
 
 /// The answers as the model sees them: each question's prompt and the chosen labels.
-fn render_answers(args: &agent::AskQuestionArgs, s: &agent::AskQuestionSuccess) -> String {
+pub(super) fn render_answers(args: &agent::AskQuestionArgs, s: &agent::AskQuestionSuccess) -> String {
     let mut text = String::from("The user answered:\n");
     for q in &args.questions {
         let chosen = s.answers.iter().find(|a| a.question_id == q.id).map(|a| {
@@ -364,51 +364,5 @@ impl CursorTools {
 fn error_result(msg: &str) -> agent::AskQuestionResult {
     agent::AskQuestionResult {
         result: Some(ask_question_result::Result::Error(agent::AskQuestionError { error_message: msg.to_owned() })),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ask(v: serde_json::Value) -> Result<agent::AskQuestionArgs, String> {
-        questions(serde_json::from_value(v).map_err(|e| e.to_string())?)
-    }
-
-    #[test]
-    fn question_ids_are_filled_in_and_answers_render_labels() {
-        let args = ask(serde_json::json!({"questions": [
-            {"prompt": "Which database?", "options": [{"label": "SQLite"}, {"label": "Postgres"}]},
-            {"id": "style", "prompt": "Tabs?", "options": [{"id": "y", "label": "Yes"}, {"id": "n", "label": "No"}]}
-        ]}))
-        .unwrap_or_default();
-        assert_eq!(args.questions[0].id, "q1");
-        assert_eq!(args.questions[0].options[1].id, "b");
-        assert_eq!(args.questions[1].id, "style");
-        let success = agent::AskQuestionSuccess {
-            answers: vec![agent::AskQuestionAnswer { question_id: "q1".into(), selected_option_ids: vec!["b".into()] }],
-        };
-        let text = render_answers(&args, &success);
-        assert!(text.contains("Which database? → Postgres"), "{text}");
-        assert!(text.contains("Tabs? → (no answer)"), "{text}");
-    }
-
-    #[test]
-    fn malformed_questions_are_refused() {
-        assert!(ask(serde_json::json!({"questions": []})).is_err());
-        assert!(
-            ask(serde_json::json!({"questions": [{"prompt": " ", "options": [{"label": "a"}, {"label": "b"}]}]}))
-                .is_err()
-        );
-        assert!(ask(serde_json::json!({"questions": [{"prompt": "One?", "options": [{"label": "only"}]}]})).is_err());
-    }
-
-    #[test]
-    fn modes_parse_and_print() {
-        for id in SWITCHABLE {
-            assert_eq!(parse_mode(id).map(mode_id), Some(id));
-        }
-        assert_eq!(parse_mode(" Agent "), Some(AgentMode::Agent));
-        assert_eq!(parse_mode("yolo"), None);
     }
 }

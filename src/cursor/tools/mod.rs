@@ -17,6 +17,7 @@
 //!   (and the run's [`interact::ModeCell`]).
 //! - [`web`]: `web_search` and server-side `fetch_url` (the user approves, then a `crate::search`
 //!   provider or fetcher does the work).
+//! - [`stream`]: the new file text of a streaming `write_file` call, for the edit card.
 //! - [`json`]: JSON ↔ `google.protobuf.Value` (MCP arguments and schemas).
 
 pub mod catalog;
@@ -27,6 +28,7 @@ pub mod inspect;
 pub mod interact;
 pub mod json;
 pub mod query;
+pub mod stream;
 pub mod todos;
 pub mod web;
 

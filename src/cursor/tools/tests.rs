@@ -1,5 +1,5 @@
-//! Unit tests of the Cursor tool catalog, edits and JSON conversion, and of the web search tool's
-//! approval flow (with a fake search provider; the engine ships none).
+//! Unit tests of the Cursor tool catalog, edits and JSON conversion, the interaction tools, the
+//! streamed-argument scanner, and the web search tool's approval flow (with a fake provider).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -99,4 +99,107 @@ async fn without_a_provider_the_model_is_told_search_is_unavailable() {
     assert!(out.is_error);
     assert_eq!(out.joined_text(), UNAVAILABLE);
     assert_eq!(queries.pending(), 0, "nothing to approve");
+}
+
+// --- Interaction tools (interact.rs)
+
+mod interact {
+    use crate::cursor::protocol::agent::{self as pb, AgentMode as Mode};
+    use crate::cursor::tools::interact::{SWITCHABLE, mode_id, parse_mode, questions, render_answers};
+
+    fn ask(v: serde_json::Value) -> Result<pb::AskQuestionArgs, String> {
+        questions(serde_json::from_value(v).map_err(|e| e.to_string())?)
+    }
+
+    #[test]
+    fn question_ids_are_filled_in_and_answers_render_labels() {
+        let args = ask(serde_json::json!({"questions": [
+            {"prompt": "Which database?", "options": [{"label": "SQLite"}, {"label": "Postgres"}]},
+            {"id": "style", "prompt": "Tabs?", "options": [{"id": "y", "label": "Yes"}, {"id": "n", "label": "No"}]}
+        ]}))
+        .unwrap_or_default();
+        assert_eq!(args.questions[0].id, "q1");
+        assert_eq!(args.questions[0].options[1].id, "b");
+        assert_eq!(args.questions[1].id, "style");
+        let success = pb::AskQuestionSuccess {
+            answers: vec![pb::AskQuestionAnswer { question_id: "q1".into(), selected_option_ids: vec!["b".into()] }],
+        };
+        let text = render_answers(&args, &success);
+        assert!(text.contains("Which database? → Postgres"), "{text}");
+        assert!(text.contains("Tabs? → (no answer)"), "{text}");
+    }
+
+    #[test]
+    fn malformed_questions_are_refused() {
+        assert!(ask(serde_json::json!({"questions": []})).is_err());
+        assert!(
+            ask(serde_json::json!({"questions": [{"prompt": " ", "options": [{"label": "a"}, {"label": "b"}]}]}))
+                .is_err()
+        );
+        assert!(ask(serde_json::json!({"questions": [{"prompt": "One?", "options": [{"label": "only"}]}]})).is_err());
+    }
+
+    #[test]
+    fn modes_parse_and_print() {
+        for id in SWITCHABLE {
+            assert_eq!(parse_mode(id).map(mode_id), Some(id));
+        }
+        assert_eq!(parse_mode(" Agent "), Some(Mode::Agent));
+        assert_eq!(parse_mode("yolo"), None);
+    }
+}
+
+// --- Streamed arguments (stream.rs)
+
+mod stream {
+    use crate::cursor::tools::stream::FieldStream;
+
+    /// Feeds `text` in chunks of `n` characters and joins what comes out.
+    fn stream(text: &str, key: &'static str, n: usize) -> String {
+        let chars: Vec<char> = text.chars().collect();
+        let mut s = FieldStream::new(key);
+        chars.chunks(n).map(|c| s.push(&c.iter().collect::<String>())).collect()
+    }
+
+    #[test]
+    fn yields_the_decoded_field_whatever_the_chunking() {
+        let value = "line \"one\"\n\ttab \\ slash / é 😀 end";
+        let json = serde_json::json!({"path": "a.txt", "contents": value, "after": "x"}).to_string();
+        // serde_json leaves non-ASCII as is; also try the fully escaped form.
+        let escaped = json.replace('é', "\\u00e9").replace('😀', "\\ud83d\\ude00");
+        for text in [&json, &escaped] {
+            for n in [1, 2, 3, 5, 7, 64, 10_000] {
+                assert_eq!(stream(text, "contents", n), value, "chunks of {n}: {text}");
+            }
+        }
+    }
+
+    #[test]
+    fn ignores_the_key_inside_nested_values_and_other_strings() {
+        let text = r#"{"meta": {"contents": "nested"}, "note": "\"contents\": \"fake\"", "contents": "real"}"#;
+        assert_eq!(stream(text, "contents", 1), "real");
+        assert_eq!(stream(r#"{"list": ["contents", "x"], "contents": "y"}"#, "contents", 2), "y");
+    }
+
+    #[test]
+    fn yields_nothing_for_other_shapes_or_garbage() {
+        for text in [
+            r#"{"contents": 42}"#,
+            r#"{"contents": null, "other": "x"}"#,
+            r#"["contents", "x"]"#,
+            "not json at all",
+            r#"{"path": "a"}"#,
+            "",
+            r#"{"contents"#,
+        ] {
+            assert_eq!(stream(text, "contents", 1), "", "{text}");
+        }
+    }
+
+    #[test]
+    fn a_truncated_value_yields_what_arrived_and_broken_escapes_never_panic() {
+        assert_eq!(stream(r#"{"contents": "abc\u00"#, "contents", 1), "abc");
+        assert_eq!(stream(r#"{"contents": "a\q\uZZZZ\ud83d!"}"#, "contents", 1), "a\\q\u{fffd}\u{fffd}!");
+        assert_eq!(stream(r#"{"contents": "\udc00x"}"#, "contents", 3), "\u{fffd}x");
+    }
 }
