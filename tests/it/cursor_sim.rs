@@ -1,10 +1,10 @@
-//! A Cursor client simulator, written from cursor-protocol.md, driving the whole engine through
-//! its intercepting proxy with the engine's real CA: RunSSE plus hex BidiAppends (out of order,
-//! duplicated, with gaps, gzip), the h2 bidi `Run` stream (full duplex, multiplexed, with a
-//! cancel), hybrid routing per model, the model catalog, `GetServerConfig`, wire robustness, and
-//! passthrough of calls Keyhaven does not answer to a test "official host". After each case the
-//! transport registry, the undecided routes and (where no upstream connection is pooled) the
-//! engine's task count are back to where they started.
+//! A Cursor client simulator at the wire level, written from cursor-protocol.md, driving the whole
+//! engine through its intercepting proxy with the engine's real CA: the harness (`Sim`: RunSSE,
+//! hex BidiAppends, the h2 bidi `Run` stream, a test "official host") shared with `connect_wire`,
+//! and the cases of routing: hybrid routing per model, the model catalog, `GetServerConfig` and
+//! passthrough of calls Keyhaven does not answer. After each case the transport registry, the
+//! undecided routes and (where no upstream connection is pooled) the engine's task count are back
+//! to where they started.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -33,11 +33,11 @@ use crate::proxy::{TestPki, connect_via_proxy, server_tls, test_pki};
 use crate::support::fixtures::{Case, upstream_sse};
 use crate::support::{CANARY_KEY, MockUpstream, Reply, TestEngine, Up, config_text};
 
-const TIMEOUT: Duration = Duration::from_secs(20);
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The official `GetServerConfig` answer of the test host: agent URLs plus a field Keyhaven's
 /// proto does not know (field 100, an indexing key).
-fn official_server_config() -> Vec<u8> {
+pub(crate) fn official_server_config() -> Vec<u8> {
     let mut raw = aiserver::GetServerConfigResponse {
         http2_config: aiserver::Http2Config::ForceAllEnabled as i32,
         agent_url_config: Some(aiserver::AgentUrlConfig {
@@ -52,7 +52,7 @@ fn official_server_config() -> Vec<u8> {
 
 /// What the test official host saw.
 #[derive(Debug, Clone)]
-struct Seen {
+pub(crate) struct Seen {
     path: String,
     headers: http::HeaderMap,
     body: Bytes,
@@ -60,7 +60,7 @@ struct Seen {
 
 /// A TLS "official host" that records each request and echoes its body back (`Run` streams
 /// its echo as the request arrives, full duplex; `GetServerConfig` answers gzip).
-async fn official_host(pki: &TestPki) -> (std::net::SocketAddr, Arc<Mutex<Vec<Seen>>>) {
+pub(crate) async fn official_host(pki: &TestPki) -> (std::net::SocketAddr, Arc<Mutex<Vec<Seen>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let acceptor = tokio_rustls::TlsAcceptor::from(server_tls(pki));
@@ -122,28 +122,28 @@ async fn official_host(pki: &TestPki) -> (std::net::SocketAddr, Arc<Mutex<Vec<Se
     (addr, seen)
 }
 
-struct Sim {
-    te: TestEngine,
-    mock: MockUpstream,
+pub(crate) struct Sim {
+    pub(crate) te: TestEngine,
+    pub(crate) mock: MockUpstream,
     dial: Dialer,
-    seen: Arc<Mutex<Vec<Seen>>>,
+    pub(crate) seen: Arc<Mutex<Vec<Seen>>>,
     /// The engine's task count once started (listeners and loops only).
     tasks: usize,
 }
 
-type ReqBody = StreamBody<Pin<Box<dyn futures::Stream<Item = Result<Frame<Bytes>, Infallible>> + Send>>>;
+pub(crate) type ReqBody = StreamBody<Pin<Box<dyn futures::Stream<Item = Result<Frame<Bytes>, Infallible>> + Send>>>;
 
 /// A simulator in `local` mode with short lingers and waits (so finished runs and placeholders
 /// leave the registry within a test).
-async fn sim() -> Sim {
+pub(crate) async fn sim() -> Sim {
     sim_with(&format!("[proxy]\nmode = \"local\"\n{SHORT}"), "").await
 }
 
 /// `[cursor]` waits for tests: long enough for a loaded machine, short enough to settle.
-const SHORT: &str = "[cursor]\nlinger = 1000\nfirst_message_wait = 5000\n";
+pub(crate) const SHORT: &str = "[cursor]\nlinger = 1000\nfirst_message_wait = 5000\n";
 
 /// `tables` are appended to the test config; `an_model` goes into the `an-model` table.
-async fn sim_with(tables: &str, an_model: &str) -> Sim {
+pub(crate) async fn sim_with(tables: &str, an_model: &str) -> Sim {
     let mock = MockUpstream::start().await;
     let pki = test_pki();
     let (official, seen) = official_host(&pki).await;
@@ -183,13 +183,13 @@ async fn sim_with(tables: &str, an_model: &str) -> Sim {
 
 /// Opens client connections to api2.cursor.sh through the proxy, trusting only the engine's CA.
 #[derive(Clone)]
-struct Dialer {
+pub(crate) struct Dialer {
     proxy: std::net::SocketAddr,
     ca: CertificateDer<'static>,
 }
 
 impl Dialer {
-    fn tls(&self, alpn: &[u8]) -> tokio_rustls::TlsConnector {
+    pub(crate) fn tls(&self, alpn: &[u8]) -> tokio_rustls::TlsConnector {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(self.ca.clone()).expect("root");
         let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
@@ -202,7 +202,7 @@ impl Dialer {
     }
 
     /// An HTTP/2 connection to api2.cursor.sh through the proxy, trusting only the engine's CA.
-    async fn h2(&self) -> hyper::client::conn::http2::SendRequest<ReqBody> {
+    pub(crate) async fn h2(&self) -> hyper::client::conn::http2::SendRequest<ReqBody> {
         let tcp = connect_via_proxy(self.proxy, "api2.cursor.sh:443").await.expect("CONNECT");
         let name = ServerName::try_from("api2.cursor.sh").expect("name");
         let tls = self.tls(b"h2").connect(name, tcp).await.expect("tls");
@@ -215,7 +215,7 @@ impl Dialer {
 
     /// One HTTP/1.1 request to api2.cursor.sh through the proxy (a fresh connection, as Cursor's
     /// BidiAppends mostly are), trusting only the engine's CA.
-    async fn send(&self, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> Response<Incoming> {
+    pub(crate) async fn send(&self, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> Response<Incoming> {
         let tcp = connect_via_proxy(self.proxy, "api2.cursor.sh:443").await.expect("CONNECT");
         let name = ServerName::try_from("api2.cursor.sh").expect("name");
         let tls = self.tls(b"http/1.1").connect(name, tcp).await.expect("tls");
@@ -231,14 +231,14 @@ impl Dialer {
 }
 
 impl Sim {
-    fn set_mode(&self, mode: RoutingMode) {
+    pub(crate) fn set_mode(&self, mode: RoutingMode) {
         self.te.handle.proxy.as_ref().expect("proxy").mode.set(mode);
     }
 
     /// Waits until every agent stream is gone (no transport, no undecided route) and, with
     /// `tasks`, until the engine runs no more tasks than at start (nothing leaked). Fails if that
     /// never happens.
-    async fn settled(&self, tasks: bool) {
+    pub(crate) async fn settled(&self, tasks: bool) {
         let cursor = self.te.handle.cursor.as_ref().expect("cursor backend");
         let spawner = self.te.engine.as_ref().expect("engine").spawner();
         for _ in 0..600 {
@@ -257,18 +257,18 @@ impl Sim {
         );
     }
 
-    async fn h2(&self) -> hyper::client::conn::http2::SendRequest<ReqBody> {
+    pub(crate) async fn h2(&self) -> hyper::client::conn::http2::SendRequest<ReqBody> {
         self.dial.h2().await
     }
 
-    async fn send(&self, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> Response<Incoming> {
+    pub(crate) async fn send(&self, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> Response<Incoming> {
         self.dial.send(path, headers, body).await
     }
 
     /// Opens an h2 `Run` stream: the request side stays open for `send`ing client frames. The
     /// response head is awaited separately (in hybrid mode it comes once the first frame decided
     /// the route), so the first frame is sent before waiting for it, as Connect clients do.
-    async fn run_h2(
+    pub(crate) async fn run_h2(
         &self,
         h2: &mut hyper::client::conn::http2::SendRequest<ReqBody>,
         first: Bytes,
@@ -289,14 +289,14 @@ impl Sim {
         (tx, resp)
     }
 
-    async fn unary(&self, path: &str, body: Vec<u8>) -> (StatusCode, Bytes) {
+    pub(crate) async fn unary(&self, path: &str, body: Vec<u8>) -> (StatusCode, Bytes) {
         let resp =
             self.send(path, &[("content-type", "application/proto"), ("connect-protocol-version", "1")], body).await;
         let status = resp.status();
         (status, resp.into_body().collect().await.expect("body").to_bytes())
     }
 
-    async fn append(&self, request_id: &str, seqno: u64, msg: &[u8]) {
+    pub(crate) async fn append(&self, request_id: &str, seqno: u64, msg: &[u8]) {
         let (status, body) =
             self.unary("/aiserver.v1.BidiService/BidiAppend", connect::encode_append(request_id, seqno, msg)).await;
         assert_eq!(status, StatusCode::OK);
@@ -304,7 +304,7 @@ impl Sim {
     }
 
     /// A gzip BidiAppend (`content-encoding: gzip`).
-    async fn append_gzip(&self, request_id: &str, seqno: u64, msg: &[u8]) {
+    pub(crate) async fn append_gzip(&self, request_id: &str, seqno: u64, msg: &[u8]) {
         let body = connect::gzip(&connect::encode_append(request_id, seqno, msg));
         let resp = self
             .send(
@@ -319,7 +319,7 @@ impl Sim {
 
     /// Opens RunSSE. The request is sent at once; in hybrid mode the answer waits for the route,
     /// so the caller awaits the returned task after its appends.
-    fn run_sse_task(&self, request_id: &str, gzip: bool) -> tokio::task::JoinHandle<Response<Incoming>> {
+    pub(crate) fn run_sse_task(&self, request_id: &str, gzip: bool) -> tokio::task::JoinHandle<Response<Incoming>> {
         let s = self.dial.clone();
         let open = aiserver::BidiRequestId { request_id: request_id.to_owned() }.encode_to_vec();
         tokio::spawn(async move {
@@ -331,36 +331,36 @@ impl Sim {
         })
     }
 
-    async fn run_sse(&self, request_id: &str) -> Response<Incoming> {
+    pub(crate) async fn run_sse(&self, request_id: &str) -> Response<Incoming> {
         ok_sse(self.run_sse_task(request_id, false).await.expect("RunSSE task"))
     }
 }
 
-fn ok_sse(resp: Response<Incoming>) -> Response<Incoming> {
+pub(crate) fn ok_sse(resp: Response<Incoming>) -> Response<Incoming> {
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(resp.headers().get("content-type").expect("ct"), "text/event-stream");
     resp
 }
 
 /// Reads a stream's frames one at a time (heartbeats skipped), for full-duplex cases.
-struct FrameReader {
+pub(crate) struct FrameReader {
     body: Incoming,
     dec: EnvelopeDecoder,
 }
 
 /// One frame of an agent stream.
 #[derive(Debug, PartialEq)]
-enum Out {
+pub(crate) enum Out {
     Update(Box<interaction_update::Message>),
     End(EndStream),
 }
 
 impl FrameReader {
-    fn new(resp: Response<Incoming>) -> FrameReader {
+    pub(crate) fn new(resp: Response<Incoming>) -> FrameReader {
         FrameReader { body: resp.into_body(), dec: EnvelopeDecoder::new(true) }
     }
 
-    async fn next(&mut self) -> Out {
+    pub(crate) async fn next(&mut self) -> Out {
         loop {
             match self.dec.try_next().expect("well-formed envelope") {
                 Some(Envelope::Message(m)) => {
@@ -387,7 +387,7 @@ impl FrameReader {
     }
 
     /// Everything up to and including the end-stream frame; nothing may follow it.
-    async fn rest(mut self) -> (Vec<interaction_update::Message>, EndStream) {
+    pub(crate) async fn rest(mut self) -> (Vec<interaction_update::Message>, EndStream) {
         let mut got = Vec::new();
         loop {
             match self.next().await {
@@ -404,7 +404,7 @@ impl FrameReader {
 
 /// Reads a RunSSE body to its end: the interaction updates (heartbeats, KV requests and
 /// checkpoints dropped) and the end-stream.
-async fn read_frames(resp: Response<Incoming>) -> (Vec<agent::AgentServerMessage>, connect::EndStream) {
+pub(crate) async fn read_frames(resp: Response<Incoming>) -> (Vec<agent::AgentServerMessage>, connect::EndStream) {
     let body = tokio::time::timeout(TIMEOUT, resp.into_body().collect()).await.expect("run ends").expect("body");
     let envs = connect::decode_envelopes(&body.to_bytes(), true).expect("well-formed envelopes");
     let mut msgs = Vec::new();
@@ -426,7 +426,7 @@ async fn read_frames(resp: Response<Incoming>) -> (Vec<agent::AgentServerMessage
 }
 
 /// The update of `m`; a `step_completed`'s measured duration reads as 0 (so sequences compare).
-fn update(m: &agent::AgentServerMessage) -> interaction_update::Message {
+pub(crate) fn update(m: &agent::AgentServerMessage) -> interaction_update::Message {
     match &m.message {
         Some(agent_server_message::Message::InteractionUpdate(u)) => match u.message.clone().expect("update case") {
             interaction_update::Message::StepCompleted(c) => {
@@ -439,15 +439,15 @@ fn update(m: &agent::AgentServerMessage) -> interaction_update::Message {
     }
 }
 
-fn step(id: u64) -> interaction_update::Message {
+pub(crate) fn step(id: u64) -> interaction_update::Message {
     interaction_update::Message::StepStarted(agent::StepStartedUpdate { step_id: id })
 }
 
-fn step_done(id: u64) -> interaction_update::Message {
+pub(crate) fn step_done(id: u64) -> interaction_update::Message {
     interaction_update::Message::StepCompleted(agent::StepCompletedUpdate { step_id: id, step_duration_ms: 0 })
 }
 
-fn run_request(model: &str, text: &str) -> Vec<u8> {
+pub(crate) fn run_request(model: &str, text: &str) -> Vec<u8> {
     agent::AgentClientMessage {
         message: Some(agent_client_message::Message::RunRequest(agent::AgentRunRequest {
             action: Some(agent::ConversationAction {
@@ -470,17 +470,17 @@ fn run_request(model: &str, text: &str) -> Vec<u8> {
     .encode_to_vec()
 }
 
-const HEARTBEAT: [u8; 2] = [0x3a, 0x00];
+pub(crate) const HEARTBEAT: [u8; 2] = [0x3a, 0x00];
 
-fn text(s: &str) -> interaction_update::Message {
+pub(crate) fn text(s: &str) -> interaction_update::Message {
     interaction_update::Message::TextDelta(agent::TextDeltaUpdate { text: s.into() })
 }
 
-fn tokens(n: i32) -> interaction_update::Message {
+pub(crate) fn tokens(n: i32) -> interaction_update::Message {
     interaction_update::Message::TokenDelta(agent::TokenDeltaUpdate { tokens: n })
 }
 
-fn ended(input: i64, output: i64, cache_read: i64) -> interaction_update::Message {
+pub(crate) fn ended(input: i64, output: i64, cache_read: i64) -> interaction_update::Message {
     interaction_update::Message::TurnEnded(agent::TurnEndedUpdate {
         input_tokens: Some(input),
         output_tokens: Some(output),
@@ -489,11 +489,11 @@ fn ended(input: i64, output: i64, cache_read: i64) -> interaction_update::Messag
     })
 }
 
-fn thinking(s: &str) -> interaction_update::Message {
+pub(crate) fn thinking(s: &str) -> interaction_update::Message {
     interaction_update::Message::ThinkingDelta(agent::ThinkingDeltaUpdate { text: s.into(), thinking_style: None })
 }
 
-fn cancel(reason: &str) -> Vec<u8> {
+pub(crate) fn cancel(reason: &str) -> Vec<u8> {
     agent::AgentClientMessage {
         message: Some(agent_client_message::Message::ConversationAction(agent::ConversationAction {
             action: Some(agent::conversation_action::Action::CancelAction(agent::CancelAction {
@@ -506,185 +506,23 @@ fn cancel(reason: &str) -> Vec<u8> {
 }
 
 /// The plain turn's text deltas, then a provider that stays silent (no finish, no usage).
-fn hanging_text() -> Reply {
+pub(crate) fn hanging_text() -> Reply {
     let full = upstream_sse(Up::Openai, Case::Text);
     let events: String = full.split_inclusive("\n\n").take_while(|e| !e.contains("\"stop\"")).collect();
     Reply::sse(&events).hang()
 }
 
 /// The exact updates of the plain (`Case::Text`) turn from the OpenAI mock.
-fn plain_turn() -> Vec<interaction_update::Message> {
+pub(crate) fn plain_turn() -> Vec<interaction_update::Message> {
     vec![step(1), text("Hello"), tokens(2), text(" world"), tokens(2), step_done(1), ended(20, 5, 0)]
 }
 
 /// Checks the thinking turn's updates (`thinking_completed` carries a measured duration).
-fn assert_thinking_turn(got: &[interaction_update::Message]) {
+pub(crate) fn assert_thinking_turn(got: &[interaction_update::Message]) {
     assert_eq!(got.len(), 10, "{got:?}");
     assert_eq!(&got[..5], &[step(1), thinking("Let me "), tokens(2), thinking("think."), tokens(2)]);
     assert!(matches!(got[5], interaction_update::Message::ThinkingCompleted(_)), "{got:?}");
     assert_eq!(&got[6..], &[text("Answer: 4"), tokens(3), step_done(1), ended(10, 12, 0)]);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cursor_plain_and_thinking_turns_stream_the_exact_frames() {
-    let s = sim().await;
-    for mode in [RoutingMode::Local, RoutingMode::Hybrid] {
-        s.set_mode(mode);
-        let id = format!("req-plain-{}", mode.as_str());
-        s.mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)));
-        // RunSSE first; the heartbeat (seq 1) arrives before the run request (seq 0), then again.
-        let sse = s.run_sse_task(&id, false);
-        s.append(&id, 1, &HEARTBEAT).await;
-        s.append(&id, 0, &run_request("oa-model", "hi")).await;
-        s.append(&id, 1, &HEARTBEAT).await;
-        let (got, end) = FrameReader::new(ok_sse(sse.await.expect("RunSSE"))).rest().await;
-        assert_eq!(got, plain_turn(), "{mode:?}");
-        assert_eq!(end, EndStream::default(), "success end-stream is {{}}");
-        // An append for the finished run still gets its 200.
-        s.append(&id, 2, &HEARTBEAT).await;
-
-        // A thinking turn: appends before RunSSE this time.
-        let id = format!("req-think-{}", mode.as_str());
-        s.mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Thinking)));
-        s.append(&id, 0, &run_request("oa-model", "2+2?")).await;
-        let (got, end) = FrameReader::new(s.run_sse(&id).await).rest().await;
-        assert_thinking_turn(&got);
-        assert_eq!(end, EndStream::default());
-    }
-    let calls = s.te.wait_calls(4).await;
-    assert!(calls.iter().all(|c| c.summary.client == "cursor" && c.summary.model == "oa-model"), "{calls:?}");
-    assert!(s.seen.lock().expect("seen").is_empty(), "nothing went to the official host");
-    s.settled(true).await;
-    s.te.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cursor_h2_run_is_full_duplex_with_exact_frames_and_cancel() {
-    let s = sim().await;
-    for mode in [RoutingMode::Local, RoutingMode::Hybrid] {
-        s.set_mode(mode);
-        // One h2 connection carries every turn, as the IDE's agent connection does.
-        let mut h2 = s.h2().await;
-        s.mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)).delay(Duration::from_millis(50)));
-        // The run request, then heartbeats while the answer streams; the request side stays open.
-        let (tx, resp) = s.run_h2(&mut h2, connect::encode_envelope(&run_request("oa-model", "hi"), false)).await;
-        assert_eq!(resp.status(), StatusCode::OK);
-        assert_eq!(resp.headers().get("content-type").expect("ct"), "application/connect+proto");
-        let mut frames = FrameReader::new(resp);
-        assert_eq!(frames.next().await, Out::Update(Box::new(step(1))), "{mode:?}");
-        assert_eq!(frames.next().await, Out::Update(Box::new(text("Hello"))), "{mode:?}");
-        // (Once the run has ended the server lets go of the request side, so a late send may fail.)
-        let _ = tx.send(connect::encode_envelope(&HEARTBEAT, false));
-        let (rest, end) = frames.rest().await;
-        assert_eq!(rest, plain_turn()[2..], "{mode:?}");
-        assert_eq!(end, EndStream::default());
-        drop(tx);
-
-        // The thinking turn, its request frame gzip-compressed (flag 0x01).
-        s.mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Thinking)));
-        let (tx, resp) = s.run_h2(&mut h2, connect::encode_envelope(&run_request("oa-model", "2+2?"), true)).await;
-        let (got, end) = FrameReader::new(resp).rest().await;
-        assert_thinking_turn(&got);
-        assert_eq!(end, EndStream::default());
-        drop(tx);
-
-        // A turn canceled on its own stream while the provider is still answering.
-        s.mock.push(hanging_text());
-        let (tx, resp) = s.run_h2(&mut h2, connect::encode_envelope(&run_request("oa-model", "hi"), false)).await;
-        let mut frames = FrameReader::new(resp);
-        assert_eq!(frames.next().await, Out::Update(Box::new(step(1))));
-        assert_eq!(frames.next().await, Out::Update(Box::new(text("Hello"))));
-        tx.send(connect::encode_envelope(&cancel("user_stopped_generation"), false)).expect("send");
-        let (rest, end) = frames.rest().await;
-        assert!(matches!(rest.last(), Some(interaction_update::Message::TurnEnded(_))), "{rest:?}");
-        assert_eq!(end, EndStream::default());
-        // The client keeps its request side open: the run's end still releases the stream.
-        s.settled(false).await;
-        drop(tx);
-    }
-    let calls = s.te.wait_calls(6).await;
-    let canceled = calls.iter().filter(|c| c.summary.status == keyhaven::model::CallStatus::Canceled).count();
-    assert_eq!(canceled, 2, "{calls:?}");
-    assert!(s.seen.lock().expect("seen").is_empty(), "nothing went to the official host");
-    s.settled(true).await;
-    s.te.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cursor_seqno_gaps_duplicates_and_gzip_are_delivered_in_order() {
-    let s = sim().await;
-    // A gap later filled: the cancel (seq 2) waits behind seq 1, so the answer streams on until
-    // seq 1 arrives; only then does the cancel end the turn.
-    s.mock.push(hanging_text());
-    s.append("r-gap", 0, &run_request("oa-model", "hi")).await;
-    s.append("r-gap", 2, &cancel("user_stopped_generation")).await;
-    let mut frames = FrameReader::new(s.run_sse("r-gap").await);
-    for want in [step(1), text("Hello"), tokens(2), text(" world"), tokens(2)] {
-        assert_eq!(frames.next().await, Out::Update(Box::new(want)), "the cancel behind the gap is not applied yet");
-    }
-    s.append("r-gap", 1, &HEARTBEAT).await;
-    let (rest, end) = frames.rest().await;
-    assert!(matches!(rest.as_slice(), [interaction_update::Message::TurnEnded(_)]), "{rest:?}");
-    assert_eq!(end, EndStream::default());
-
-    // Duplicates: the run request twice, a heartbeat twice: one provider call, one turn.
-    let before = s.mock.seen().len();
-    s.mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)));
-    let sse = s.run_sse_task("r-dup", false);
-    s.append("r-dup", 0, &run_request("oa-model", "hi")).await;
-    s.append("r-dup", 0, &run_request("oa-model", "hi")).await;
-    s.append("r-dup", 1, &HEARTBEAT).await;
-    s.append("r-dup", 1, &HEARTBEAT).await;
-    let (got, end) = FrameReader::new(ok_sse(sse.await.expect("RunSSE"))).rest().await;
-    assert_eq!(got, plain_turn());
-    assert_eq!(end, EndStream::default());
-    assert_eq!(s.mock.seen().len(), before + 1, "one provider call for a duplicated run request");
-
-    // gzip everywhere: a compressed RunSSE envelope and gzip BidiAppend bodies.
-    s.mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)));
-    let sse = s.run_sse_task("r-gzip", true);
-    s.append_gzip("r-gzip", 1, &HEARTBEAT).await;
-    s.append_gzip("r-gzip", 0, &run_request("oa-model", "hi")).await;
-    let (got, end) = FrameReader::new(ok_sse(sse.await.expect("RunSSE"))).rest().await;
-    assert_eq!(got, plain_turn());
-    assert_eq!(end, EndStream::default());
-    s.settled(true).await;
-    s.te.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cursor_unfilled_gaps_and_missing_run_requests_end_with_defined_answers() {
-    // Short waits from the config: a gap is skipped, a stream without a run request ends.
-    let s =
-        sim_with("[proxy]\nmode = \"local\"\n[cursor]\nlinger = 100\ngap_wait = 200\nfirst_message_wait = 300\n", "")
-            .await;
-    // A gap never filled: after gap_wait the cancel behind it is delivered.
-    s.mock.push(hanging_text());
-    s.append("r-hole", 0, &run_request("oa-model", "hi")).await;
-    s.append("r-hole", 2, &cancel("user_stopped_generation")).await;
-    let (got, end) = FrameReader::new(s.run_sse("r-hole").await).rest().await;
-    assert!(matches!(got.last(), Some(interaction_update::Message::TurnEnded(_))), "{got:?}");
-    assert_eq!(end, EndStream::default());
-    let call = s.te.only_call().await;
-    assert_eq!(call.summary.status, keyhaven::model::CallStatus::Canceled);
-
-    // RunSSE and no append at all, in both modes: a deadline_exceeded error with Cursor's
-    // ErrorDetails (heartbeats meanwhile), never a hang.
-    for mode in [RoutingMode::Local, RoutingMode::Hybrid] {
-        s.set_mode(mode);
-        let id = format!("r-silent-{}", mode.as_str());
-        let (got, end) = FrameReader::new(s.run_sse(&id).await).rest().await;
-        assert!(got.is_empty(), "{got:?}");
-        let err = end.error.expect("an error end-stream");
-        assert_eq!(err.code, Code::DeadlineExceeded, "{mode:?}");
-        let details = err.cursor_details().expect("ErrorDetails");
-        assert_eq!(details.error, aiserver::error_details::Error::Timeout as i32);
-    }
-    // Appends for a stream whose RunSSE never comes: the placeholder expires.
-    s.append("r-orphan", 3, &HEARTBEAT).await;
-    s.settled(true).await;
-    assert_eq!(s.mock.seen().len(), 1, "only the first case reached the provider");
-    s.te.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -836,133 +674,6 @@ async fn cursor_model_catalog_lists_the_configured_models() {
     assert_eq!(err.code, Code::InvalidArgument);
     // No catalog call reached the official host.
     assert!(s.seen.lock().expect("seen").is_empty());
-    s.te.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cursor_wire_robustness_has_defined_answers() {
-    let s = sim().await;
-    let bad_hex = aiserver::BidiAppendRequest {
-        data: "zz".into(),
-        request_id: Some(aiserver::BidiRequestId { request_id: "r-bad".into() }),
-        append_seqno: 0,
-        data_binary: Vec::new(),
-    }
-    .encode_to_vec();
-    let gz = [("content-type", "application/proto"), ("content-encoding", "gzip")];
-    for (body, headers) in
-        [(bad_hex, &gz[..1]), (vec![0xff, 0x01, 0x02], &gz[..1]), (vec![1, 2, 3, 4], &gz[..]), (Vec::new(), &gz[..1])]
-    {
-        let resp = s.send("/aiserver.v1.BidiService/BidiAppend", headers, body).await;
-        assert_eq!(resp.status(), StatusCode::OK);
-        assert!(resp.into_body().collect().await.expect("body").to_bytes().is_empty());
-    }
-    // An unknown request id: 200, empty.
-    s.append("never-opened", 5, &HEARTBEAT).await;
-    // Truncated and wrongly sized RunSSE envelopes: an error end-stream, not a hang or a crash.
-    for body in [vec![0, 0, 0], vec![0, 0, 0, 0, 50, 1, 2], vec![0, 0xff, 0xff, 0xff, 0xff]] {
-        let resp =
-            s.send("/agent.v1.AgentService/RunSSE", &[("content-type", "application/connect+proto")], body).await;
-        let (msgs, end) = read_frames(resp).await;
-        assert!(msgs.is_empty());
-        assert_eq!(end.error.expect("error").code, Code::InvalidArgument);
-    }
-    // Invalid protobuf as the run request, and an unknown model: Connect errors with details.
-    let resp = s.run_sse("r-garbage").await;
-    s.append("r-garbage", 0, &[0x0a, 0x03, 0xff, 0xff, 0xff]).await;
-    let (_, end) = read_frames(resp).await;
-    assert_eq!(end.error.expect("error").code, Code::InvalidArgument);
-    let resp = s.run_sse("r-model").await;
-    s.append("r-model", 0, &run_request("no-such-model", "hi")).await;
-    let (_, end) = read_frames(resp).await;
-    let err = end.error.expect("error");
-    assert_eq!(err.code, Code::NotFound);
-    let details = err.cursor_details().expect("ErrorDetails");
-    assert_eq!(details.error, aiserver::error_details::Error::BadModelName as i32);
-    // An unknown oneof case (field 60, which no build defines) as the first message: a bad
-    // request; the same case in the middle of a run is skipped and the turn completes.
-    let unknown_case = [0xe2, 0x03, 0x02, 0x08, 0x01];
-    let resp = s.run_sse("r-oneof").await;
-    s.append("r-oneof", 0, &unknown_case).await;
-    let (_, end) = read_frames(resp).await;
-    assert_eq!(end.error.expect("error").code, Code::InvalidArgument);
-    s.mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)));
-    let resp = s.run_sse("r-oneof-mid").await;
-    s.append("r-oneof-mid", 1, &unknown_case).await;
-    s.append("r-oneof-mid", 2, &[0x0a, 0xff]).await;
-    s.append("r-oneof-mid", 0, &run_request("oa-model", "hi")).await;
-    let (got, end) = FrameReader::new(resp).rest().await;
-    assert_eq!(got, plain_turn());
-    assert_eq!(end, EndStream::default());
-    // A provider failure: a readable Cursor error.
-    s.mock.push(Reply::json(500, r#"{"error":{"message":"boom","type":"server_error"}}"#));
-    let resp = s.run_sse("r-fail").await;
-    s.append("r-fail", 0, &run_request("oa-model", "hi")).await;
-    let (_, end) = read_frames(resp).await;
-    let err = end.error.expect("error");
-    assert_eq!(err.code, Code::Unavailable);
-    assert!(err.message.contains("boom"), "{err:?}");
-    s.settled(true).await;
-    s.te.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cursor_provider_errors_map_to_cursor_error_kinds() {
-    let s = sim().await;
-    let cases = [
-        (
-            429,
-            r#"{"error":{"message":"slow down","type":"rate_limit_error"}}"#,
-            Code::ResourceExhausted,
-            aiserver::error_details::Error::RateLimited,
-        ),
-        (
-            401,
-            r#"{"error":{"message":"bad key","type":"invalid_request_error"}}"#,
-            Code::FailedPrecondition,
-            aiserver::error_details::Error::BadUserApiKey,
-        ),
-        (
-            400,
-            r#"{"error":{"message":"maximum context length exceeded","type":"invalid_request_error","code":"context_length_exceeded"}}"#,
-            Code::InvalidArgument,
-            aiserver::error_details::Error::BadRequest,
-        ),
-    ];
-    for (i, (status, body, code, kind)) in cases.into_iter().enumerate() {
-        // Retries are exhausted on the same answer (the latest reply repeats).
-        s.mock.push(Reply::json(status, body));
-        let id = format!("r-err-{i}");
-        s.append(&id, 0, &run_request("oa-model", "hi")).await;
-        let (got, end) = FrameReader::new(s.run_sse(&id).await).rest().await;
-        assert_eq!(got, vec![step(1)], "the step began; no answer followed");
-        let err = end.error.expect("an error end-stream");
-        assert_eq!(err.code, code, "HTTP {status}");
-        assert_eq!(err.cursor_details().expect("ErrorDetails").error, kind as i32, "HTTP {status}");
-        assert!(!err.message.contains(CANARY_KEY));
-    }
-    s.settled(true).await;
-    s.te.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cursor_cancel_action_stops_the_provider_call() {
-    let s = sim().await;
-    s.mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)).delay(Duration::from_millis(300)).hang());
-    let resp = s.run_sse("r-cancel").await;
-    s.append("r-cancel", 0, &run_request("oa-model", "hi")).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    s.append("r-cancel", 1, &cancel("user_stopped_generation")).await;
-    let (msgs, end) = read_frames(resp).await;
-    assert!(matches!(msgs.last().map(update), Some(interaction_update::Message::TurnEnded(_))), "{msgs:?}");
-    assert_eq!(end, connect::EndStream::default());
-    let call = s.te.only_call().await;
-    assert_eq!(call.summary.status, keyhaven::model::CallStatus::Canceled);
-    // The turn's call row names Cursor, its conversation and its agent stream.
-    assert_eq!(call.summary.client, "cursor");
-    assert_eq!(call.summary.conversation_id.as_deref(), Some("conv-1"));
-    assert_eq!(call.summary.request_id.as_deref(), Some("r-cancel"));
-    s.settled(true).await;
     s.te.stop().await;
 }
 

@@ -6,6 +6,7 @@ mod bad_input;
 mod checkpoint_recovery;
 mod codex;
 mod compaction;
+mod connect_wire;
 mod control;
 mod conversation_delivery;
 mod count_tokens;
