@@ -31,16 +31,6 @@ fn tool_result(s: &cursor_client::CursorSim, call_id: &str) -> String {
         .expect("the call has a result")
 }
 
-fn queries(seen: &cursor_client::Seen) -> Vec<agent::InteractionQuery> {
-    seen.msgs
-        .iter()
-        .filter_map(|m| match &m.message {
-            Some(agent_server_message::Message::InteractionQuery(q)) => Some(q.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 /// Index of the first message matching `f`.
 fn position(seen: &cursor_client::Seen, f: impl Fn(&agent::AgentServerMessage) -> bool) -> usize {
     seen.msgs.iter().position(f).expect("the message was sent")
@@ -72,7 +62,7 @@ async fn ask_question_reaches_the_user_and_the_model_gets_the_chosen_labels() {
     let seen = s.turn(&Turn::new("req-ask", "conv-ask", "set up storage")).await;
     assert_eq!(seen.end, Some(Default::default()));
 
-    let qs = queries(&seen);
+    let qs = seen.queries();
     assert_eq!(qs.len(), 1, "one query per call");
     let Some(interaction_query::Query::AskQuestionInteractionQuery(q)) = &qs[0].query else {
         panic!("an ask_question query: {:?}", qs[0])
@@ -139,7 +129,7 @@ async fn a_skipped_question_and_a_declined_plan_are_errors_with_the_users_reason
     s.mock.push(Reply::sse(&oa_text("Going with A.")));
     let seen = s.turn(&Turn::new("req-no", "conv-no", "refactor")).await;
     assert_eq!(seen.end, Some(Default::default()));
-    assert_eq!(queries(&seen).len(), 2, "both calls of the step ask at once");
+    assert_eq!(seen.queries().len(), 2, "both calls of the step ask at once");
 
     let skipped = tool_result(&s, "c-q");
     assert!(skipped.contains("skipped") && skipped.contains("decide yourself"), "{skipped}");
@@ -173,7 +163,7 @@ async fn an_accepted_plan_becomes_the_todo_list() {
     let seen = s.turn(&Turn::new("req-plan", "conv-plan", "plan a cache")).await;
     assert_eq!(seen.end, Some(Default::default()));
 
-    let Some(interaction_query::Query::CreatePlanRequestQuery(q)) = queries(&seen)[0].query.clone() else {
+    let Some(interaction_query::Query::CreatePlanRequestQuery(q)) = seen.queries()[0].query.clone() else {
         panic!("a create_plan query")
     };
     assert_eq!(q.tool_call_id, "c-plan");
@@ -203,7 +193,7 @@ async fn an_approved_switch_to_ask_mode_refuses_writes_for_the_rest_of_the_run()
     let seen = s.turn(&Turn::new("req-mode", "conv-mode", "what does a.txt say?")).await;
     assert_eq!(seen.end, Some(Default::default()));
 
-    let Some(interaction_query::Query::SwitchModeRequestQuery(q)) = queries(&seen)[0].query.clone() else {
+    let Some(interaction_query::Query::SwitchModeRequestQuery(q)) = seen.queries()[0].query.clone() else {
         panic!("a switch_mode query")
     };
     let args = q.args.expect("args");
@@ -250,7 +240,7 @@ async fn a_question_nobody_answers_ends_with_the_users_stop() {
     s.mock.push(Reply::sse(&oa_text("ok")));
     let next = s.turn(&Turn::new("req-wait-2", "conv-wait", "never mind")).await;
     assert_eq!(next.end, Some(Default::default()));
-    assert!(queries(&next).is_empty());
+    assert!(next.queries().is_empty());
     assert!(tool_result(&s, "c-wait").contains("Interrupted"), "{}", tool_result(&s, "c-wait"));
     s.te.stop().await;
 }

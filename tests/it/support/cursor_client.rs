@@ -410,6 +410,17 @@ impl Seen {
             .collect()
     }
 
+    /// The interaction queries of the run, in order.
+    pub fn queries(&self) -> Vec<agent::InteractionQuery> {
+        self.msgs
+            .iter()
+            .filter_map(|m| match &m.message {
+                Some(agent_server_message::Message::InteractionQuery(q)) => Some(q.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The checkpoints of the run, in order.
     pub fn checkpoints(&self) -> Vec<agent::ConversationStateStructure> {
         self.msgs
