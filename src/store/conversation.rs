@@ -12,7 +12,9 @@
 //!   deletes it in the same transaction (it was delivered), and rows whose id the transcript
 //!   already holds are never read back as pending;
 //! - replacing the messages (compaction) also deletes the conversation's checkpoints: they
-//!   covered messages that are gone, and the next one is the compacted transcript's;
+//!   covered messages that are gone, and the next one is the compacted transcript's; a
+//!   checkpoint whose last message is no longer at its position is not stored (one taken before
+//!   a compaction but written after it);
 //! - the acknowledged blob ids change by differences (added, removed).
 
 use rusqlite::{Connection, OptionalExtension, named_params};
@@ -52,7 +54,13 @@ pub enum ConversationOp {
     },
     ToolRound(ToolRoundRecord),
     FinishRun(RunFinish),
-    Checkpoint(CheckpointRecord),
+    /// `last_message_id` names the last message the checkpoint covers (position `seq - 1`): when
+    /// the conversation's message there is another (a compaction replaced the messages after
+    /// the checkpoint was taken), the stale checkpoint is not stored.
+    Checkpoint {
+        record: CheckpointRecord,
+        last_message_id: Option<String>,
+    },
     /// Messages for the conversation's next run (a repeated id changes nothing). Creates the
     /// conversation row when missing.
     AddPending {
@@ -78,7 +86,7 @@ impl ConversationOp {
             ConversationOp::Replace { .. } => "replace_messages",
             ConversationOp::ToolRound(_) => "tool_round",
             ConversationOp::FinishRun(_) => "finish_run",
-            ConversationOp::Checkpoint(_) => "checkpoint",
+            ConversationOp::Checkpoint { .. } => "checkpoint",
             ConversationOp::AddPending { .. } => "add_pending",
             ConversationOp::AckedBlobs { .. } => "acked_blobs",
         }
@@ -261,7 +269,18 @@ pub(crate) fn apply(conn: &Connection, op: &ConversationOp, epoch: i64) -> rusql
                 })?;
             Ok(changed(n))
         }
-        ConversationOp::Checkpoint(c) => {
+        ConversationOp::Checkpoint { record: c, last_message_id } => {
+            if let Some(id) = last_message_id {
+                let current: bool = conn
+                    .prepare_cached(
+                        "SELECT EXISTS (SELECT 1 FROM messages WHERE conversation_id = ?1 AND seq = ?2 \
+                         AND message_id = ?3)",
+                    )?
+                    .query_row(rusqlite::params![c.conversation_id, to_i64(c.seq) - 1, id], |r| r.get(0))?;
+                if !current {
+                    return Ok(0);
+                }
+            }
             let n = conn
                 .prepare_cached(
                     "INSERT INTO checkpoints (conversation_id, seq, run_id, version, created_ms, state) \

@@ -204,17 +204,18 @@ async fn pending_messages_survive_a_reopen_until_appended_and_acked_blobs_change
     });
     assert_eq!(client, "t");
     // A compaction (replace) drops the checkpoints of the old transcript.
-    let checkpoint = |seq: u64| {
-        ConversationOp::Checkpoint(CheckpointRecord {
+    let checkpoint = |seq: u64, last: &str| ConversationOp::Checkpoint {
+        record: CheckpointRecord {
             conversation_id: "c1".into(),
             seq,
             run_id: None,
             version: 1,
             created_ms: 5,
             state: vec![1, 2, 3],
-        })
+        },
+        last_message_id: Some(last.into()),
     };
-    store.conversation(checkpoint(2)).await.expect("checkpoint");
+    assert_eq!(store.conversation(checkpoint(2, "p9")).await.expect("checkpoint"), 1);
     store
         .conversation(ConversationOp::Replace {
             conversation_id: "c1".into(),
@@ -225,7 +226,10 @@ async fn pending_messages_survive_a_reopen_until_appended_and_acked_blobs_change
         .await
         .expect("replace");
     assert_eq!(store.latest_checkpoint("c1").await.expect("read"), None);
-    store.conversation(checkpoint(1)).await.expect("checkpoint");
+    // One taken before the compaction but written after it is stale: not stored.
+    assert_eq!(store.conversation(checkpoint(2, "p9")).await.expect("stale"), 0);
+    assert_eq!(store.latest_checkpoint("c1").await.expect("read"), None);
+    store.conversation(checkpoint(1, "summary")).await.expect("checkpoint");
     assert_eq!(store.latest_checkpoint("c1").await.expect("read").map(|c| c.seq), Some(1));
 }
 

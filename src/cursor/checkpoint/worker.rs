@@ -266,14 +266,17 @@ impl Publisher {
         if let Some(store) = &self.store {
             // Queued; the run's journal barrier does not wait for it (a lost row only means the
             // client's copy is the newer one).
-            drop(store.conversation(ConversationOp::Checkpoint(CheckpointRecord {
-                conversation_id: self.conversation_id.clone(),
-                seq: u64::try_from(snap.entries.len()).unwrap_or(u64::MAX),
-                run_id: Some(self.run_id.clone()),
-                version: STORED_VERSION,
-                created_ms: now_ms(),
-                state: bytes.clone(),
-            })));
+            drop(store.conversation(ConversationOp::Checkpoint {
+                record: CheckpointRecord {
+                    conversation_id: self.conversation_id.clone(),
+                    seq: u64::try_from(snap.entries.len()).unwrap_or(u64::MAX),
+                    run_id: Some(self.run_id.clone()),
+                    version: STORED_VERSION,
+                    created_ms: now_ms(),
+                    state: bytes.clone(),
+                },
+                last_message_id: snap.entries.last().map(|e| e.id.clone()),
+            }));
         }
         if let Ok(mut l) = self.last.lock() {
             *l = bytes;
