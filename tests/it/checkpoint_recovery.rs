@@ -492,5 +492,10 @@ async fn todos_written_during_a_turn_are_in_that_turns_checkpoints() {
     assert!(todos(&states[0]).is_empty(), "before the tool ran the list was empty");
     assert_eq!(todos(&states[1]), vec!["fix lints"], "the tool round's checkpoint has the new list");
     assert_eq!(todos(&states[2]), vec!["fix lints"], "and the final one");
+    // The engine keeps the list in memory: after a restart it comes from the client's checkpoint.
+    let s = s.restart().await;
+    s.mock.push(Reply::sse(&oa_text("Still planned.")));
+    let two = s.turn(&Turn::new("req-t2", "conv-t", "go on").with_state(seen.last_checkpoint())).await;
+    assert_eq!(todos(&two.last_checkpoint().expect("checkpoint")), vec!["fix lints"]);
     s.te.stop().await;
 }

@@ -241,6 +241,9 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     // The local transcript is the source of truth; the incoming state fills it when it is
     // missing or behind.
     let held = checkpoint::held_by_client(conversation_state.as_ref(), &pre_fetched_blobs);
+    if conversation.todos().is_empty() {
+        conversation.set_todos(recovery::todos(conversation_state.as_ref()));
+    }
     let mut restored = Vec::new();
     if let Plan::Restore(ids) = recovery::plan(transcript.entries(), conversation_state.as_ref()) {
         let source = Source::new(pre_fetched_blobs, &blobs, deps.options.blob_ack_timeout);
