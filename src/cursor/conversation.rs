@@ -9,8 +9,14 @@
 //!   prefix.
 //! - Delivery ([`Conversation::deliver`]): a command names the run it was meant for (the request
 //!   id of the stream it arrived on); a different current run answers `StaleTarget` and the
-//!   command is dropped. Messages a run could no longer take (it was finalizing) are kept as
-//!   pending and open the next run, ahead of its own user message.
+//!   command is dropped. Messages a run could no longer take (it was finalizing, or it was
+//!   canceled before its next model call) are kept as pending and open the next run, ahead of
+//!   its own user message. Pending messages are stored too (`pending_messages`): a restarted
+//!   engine loads them with the transcript, and the store forgets each one in the transaction
+//!   that appends it to the transcript, so a crash neither loses nor repeats one.
+//! - The blob ids of the latest checkpoint the client acknowledged ([`Conversation::acked_blobs`])
+//!   are loaded from the store too; the checkpoint publisher decides what they are trusted for
+//!   (`checkpoint::worker`).
 //! - Todos are kept here, server-side, per conversation ([`Conversation::todos`]); the
 //!   `update_todos` tool replaces or merges them and checkpoints read them.
 //! - The registry is bounded; idle conversations beyond the bound are dropped from memory (their
@@ -24,7 +30,7 @@ use crate::cursor::protocol::agent::TodoItem;
 use crate::cursor::tools::todos::TodoList;
 use crate::model::Entry;
 use crate::run::{CommandResult, RunCommand, RunHandle, Transcript};
-use crate::store::Store;
+use crate::store::{ConversationOp, Store};
 
 /// Conversations kept in memory at most (idle ones beyond are dropped).
 const MAX_CONVERSATIONS: usize = 256;
@@ -35,24 +41,34 @@ pub struct Conversation {
     /// Held by the run working on the conversation.
     pub transcript: tokio::sync::Mutex<Transcript>,
     current: Mutex<Option<RunHandle>>,
-    /// Checkpoint blobs the client acknowledged (not sent again; memory only, so a restarted
-    /// engine sends each blob once more).
+    /// The blob ids of the latest checkpoint the client acknowledged (stored; the checkpoint
+    /// publisher keeps it and decides when they need not be sent again).
     pub acked_blobs: Arc<Mutex<HashSet<BlobId>>>,
-    /// Messages delivered too late for their run; the next run starts with them.
+    /// Messages delivered too late for their run; the next run starts with them (stored).
     pending: Mutex<Vec<Entry>>,
     /// The todo list the `todo_write` tool keeps.
     pub todo_list: Arc<TodoList>,
+    /// Where pending messages are stored (`None`: a detached conversation, or no store).
+    store: Option<Arc<Store>>,
+}
+
+/// What a conversation starts with besides its transcript (from the store).
+#[derive(Debug, Default)]
+struct Loaded {
+    pending: Vec<Entry>,
+    acked_blobs: HashSet<BlobId>,
 }
 
 impl Conversation {
-    fn new(id: &str, transcript: Transcript) -> Conversation {
+    fn new(id: &str, transcript: Transcript, loaded: Loaded, store: Option<Arc<Store>>) -> Conversation {
         Conversation {
             id: id.to_owned(),
             transcript: tokio::sync::Mutex::new(transcript),
             current: Mutex::new(None),
-            acked_blobs: Arc::default(),
-            pending: Mutex::default(),
+            acked_blobs: Arc::new(Mutex::new(loaded.acked_blobs)),
+            pending: Mutex::new(loaded.pending),
             todo_list: Arc::default(),
+            store,
         }
     }
 
@@ -75,18 +91,28 @@ impl Conversation {
         result
     }
 
-    /// Keeps messages for the next run.
+    /// Keeps messages for the next run (in memory and, queued, in the store).
     pub fn add_pending(&self, batch: Vec<Entry>) {
-        if let Ok(mut p) = self.pending.lock() {
-            for e in batch {
-                if !p.iter().any(|q| q.id == e.id) {
-                    p.push(e);
-                }
-            }
+        if batch.is_empty() {
+            return;
+        }
+        let Ok(mut p) = self.pending.lock() else { return };
+        let added: Vec<Entry> = batch.into_iter().filter(|e| !p.iter().any(|q| q.id == e.id)).collect();
+        p.extend(added.iter().cloned());
+        drop(p);
+        if let Some(store) = self.store.as_ref().filter(|_| !added.is_empty()) {
+            // Queued ahead of anything the next run appends (one serial writer).
+            drop(store.conversation(ConversationOp::AddPending {
+                conversation_id: self.id.clone(),
+                entries: added,
+                created_ms: now_ms(),
+            }));
         }
     }
 
-    /// Takes the messages waiting for the next run.
+    /// Takes the messages waiting for the next run. The stored copies stay until the run appends
+    /// them to the transcript (the store drops each with its append), so a crash in between
+    /// loses none.
     pub fn take_pending(&self) -> Vec<Entry> {
         self.pending.lock().map(|mut p| std::mem::take(&mut *p)).unwrap_or_default()
     }
@@ -103,7 +129,7 @@ impl Conversation {
 
     /// A conversation that is not registered (no conversation id: nothing to continue).
     pub fn detached(id: &str) -> Arc<Conversation> {
-        Arc::new(Conversation::new(id, Transcript::new()))
+        Arc::new(Conversation::new(id, Transcript::new(), Loaded::default(), None))
     }
 
     /// Cancels the run working on this conversation, if any.
@@ -141,15 +167,9 @@ impl Conversations {
         if let Some(c) = self.map.lock().ok().and_then(|m| m.get(id).cloned()) {
             return c;
         }
-        let transcript = match &self.store {
-            Some(store) => match store.conversation_messages(id).await {
-                Ok(rows) => Transcript::from_entries(rows.into_iter().map(|m| m.entry)),
-                Err(e) => {
-                    tracing::warn!(error = %e, "could not load a conversation's transcript; starting it afresh");
-                    Transcript::new()
-                }
-            },
-            None => Transcript::new(),
+        let (transcript, loaded) = match &self.store {
+            Some(store) => (load_transcript(store, id).await, load_rest(store, id).await),
+            None => (Transcript::new(), Loaded::default()),
         };
         let Ok(mut map) = self.map.lock() else { return Conversation::detached(id) };
         if let Some(c) = map.get(id) {
@@ -158,8 +178,38 @@ impl Conversations {
         if map.len() >= MAX_CONVERSATIONS {
             map.retain(|_, c| Arc::strong_count(c) > 1);
         }
-        let c = Arc::new(Conversation::new(id, transcript));
+        let c = Arc::new(Conversation::new(id, transcript, loaded, self.store.clone()));
         map.insert(id.to_owned(), c.clone());
         c
     }
+}
+
+async fn load_transcript(store: &Store, id: &str) -> Transcript {
+    match store.conversation_messages(id).await {
+        Ok(rows) => Transcript::from_entries(rows.into_iter().map(|m| m.entry)),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not load a conversation's transcript; starting it afresh");
+            Transcript::new()
+        }
+    }
+}
+
+/// Pending messages and acknowledged blob ids; a failed read costs only those (logged).
+async fn load_rest(store: &Store, id: &str) -> Loaded {
+    let pending = store.pending_messages(id).await.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "could not load a conversation's pending messages");
+        Vec::new()
+    });
+    let acked = store.acked_blobs(id).await.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "could not load a conversation's acknowledged blobs; they will be sent again");
+        Vec::new()
+    });
+    let acked_blobs = acked.into_iter().filter_map(|b| BlobId::try_from(b.as_slice()).ok()).collect();
+    Loaded { pending, acked_blobs }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

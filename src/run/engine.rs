@@ -227,9 +227,15 @@ impl Engine<'_, '_> {
                 self.ports.journal.replace(self.transcript.entries(), now_ms());
                 self.last_prompt_tokens = 0;
                 let after = self.transcript.len();
-                self.ports.observer.on_event(RunEvent::Compacted { before, after, summary: Some(&c.summary) });
+                let entries = self.transcript.entries();
+                self.ports.observer.on_event(RunEvent::Compacted { before, after, summary: Some(&c.summary), entries });
             }
-            None => self.ports.observer.on_event(RunEvent::Compacted { before, after: before, summary: None }),
+            None => self.ports.observer.on_event(RunEvent::Compacted {
+                before,
+                after: before,
+                summary: None,
+                entries: self.transcript.entries(),
+            }),
         }
     }
 

@@ -152,11 +152,13 @@ pub enum RunEvent<'a> {
     /// A compaction begins (the summary call runs next).
     CompactionStarted,
     /// A compaction ended: `summary` is `Some` when the transcript was replaced (`before` and
-    /// `after` are its lengths), `None` when it was kept.
+    /// `after` are its lengths, `entries` the transcript now, so mirrors can follow), `None` when
+    /// it was kept.
     Compacted {
         before: usize,
         after: usize,
         summary: Option<&'a str>,
+        entries: &'a [Entry],
     },
 }
 

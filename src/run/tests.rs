@@ -121,7 +121,7 @@ impl RunObserver for Events {
             RunEvent::ToolRoundStarted { calls, .. } => format!("round {calls}"),
             RunEvent::ToolRoundFinished { failed, .. } => format!("round done {failed}"),
             RunEvent::CompactionStarted => "compaction".to_owned(),
-            RunEvent::Compacted { before, after, summary } => format!("compacted {before} {after} {summary:?}"),
+            RunEvent::Compacted { before, after, summary, .. } => format!("compacted {before} {after} {summary:?}"),
         };
         self.0.lock().expect("lock").push(s);
     }

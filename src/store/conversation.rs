@@ -1,12 +1,21 @@
 //! Agent transcripts in SQLite (migration 0004): conversations, runs, tool rounds, the
-//! append-only message log and checkpoints.
+//! append-only message log and checkpoints; and (migration 0006) the messages pending for a
+//! conversation's next run and the blob ids its client acknowledged.
 //!
 //! Every write is one [`ConversationOp`] applied by the serial writer:
 //! - starting a run creates its conversation row when missing (and bumps `updated_ms`);
 //! - appending a message is idempotent: a message id (or a position) the conversation already
 //!   holds changes nothing, and the op reports 0 rows;
 //! - a run is finished once: a finish for a run that is no longer `running` changes nothing;
-//! - a tool round is keyed by (run, step); a repeat changes nothing.
+//! - a tool round is keyed by (run, step); a repeat changes nothing;
+//! - a pending message is keyed by its id; appending a message with that id to the conversation
+//!   deletes it in the same transaction (it was delivered), and rows whose id the transcript
+//!   already holds are never read back as pending;
+//! - replacing the messages (compaction) also deletes the conversation's checkpoints: they
+//!   covered messages that are gone, and the next one is the compacted transcript's; a
+//!   checkpoint whose last message is no longer at its position is not stored (one taken before
+//!   a compaction but written after it);
+//! - the acknowledged blob ids change by differences (added, removed).
 
 use rusqlite::{Connection, OptionalExtension, named_params};
 
@@ -45,7 +54,28 @@ pub enum ConversationOp {
     },
     ToolRound(ToolRoundRecord),
     FinishRun(RunFinish),
-    Checkpoint(CheckpointRecord),
+    /// `last_message_id` names the last message the checkpoint covers (position `seq - 1`): when
+    /// the conversation's message there is another (a compaction replaced the messages after
+    /// the checkpoint was taken), the stale checkpoint is not stored.
+    Checkpoint {
+        record: CheckpointRecord,
+        last_message_id: Option<String>,
+    },
+    /// Messages for the conversation's next run (a repeated id changes nothing). Creates the
+    /// conversation row when missing.
+    AddPending {
+        conversation_id: String,
+        entries: Vec<Entry>,
+        created_ms: i64,
+    },
+    /// The client's acknowledged blob ids change: `added` are recorded, `removed` forgotten.
+    /// Creates the conversation row when missing.
+    AckedBlobs {
+        conversation_id: String,
+        added: Vec<Vec<u8>>,
+        removed: Vec<Vec<u8>>,
+        acked_ms: i64,
+    },
 }
 
 impl ConversationOp {
@@ -56,7 +86,9 @@ impl ConversationOp {
             ConversationOp::Replace { .. } => "replace_messages",
             ConversationOp::ToolRound(_) => "tool_round",
             ConversationOp::FinishRun(_) => "finish_run",
-            ConversationOp::Checkpoint(_) => "checkpoint",
+            ConversationOp::Checkpoint { .. } => "checkpoint",
+            ConversationOp::AddPending { .. } => "add_pending",
+            ConversationOp::AckedBlobs { .. } => "acked_blobs",
         }
     }
 }
@@ -75,15 +107,89 @@ fn insert_message(
 ) -> rusqlite::Result<u64> {
     let content = serde_json::to_string(&entry.message.content)
         .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
-    let role =
-        serde_json::to_value(entry.message.role).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+    let role = role_name(&entry.message);
     let n = conn
         .prepare_cached(
             "INSERT INTO messages (conversation_id, seq, message_id, run_id, role, content, created_ms) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT DO NOTHING",
         )?
         .execute(rusqlite::params![conversation_id, to_i64(seq), entry.id, run_id, role, content, created_ms])?;
+    // Delivered: it is no longer pending (same transaction).
+    conn.prepare_cached("DELETE FROM pending_messages WHERE conversation_id = ?1 AND message_id = ?2")?
+        .execute(rusqlite::params![conversation_id, entry.id])?;
     Ok(changed(n))
+}
+
+fn role_name(message: &Message) -> String {
+    serde_json::to_value(message.role).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+}
+
+/// Creates the conversation row when missing (its client is filled in by the first run).
+fn ensure_conversation(conn: &Connection, conversation_id: &str, now_ms: i64) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO conversations (id, client, created_ms, updated_ms) VALUES (?1, '', ?2, ?2) \
+         ON CONFLICT (id) DO NOTHING",
+    )?
+    .execute(rusqlite::params![conversation_id, now_ms])?;
+    Ok(())
+}
+
+fn add_pending(conn: &Connection, conversation_id: &str, entries: &[Entry], created_ms: i64) -> rusqlite::Result<u64> {
+    ensure_conversation(conn, conversation_id, created_ms)?;
+    // Rows a run appended under the same id without consuming them (the transcript held the id
+    // already) are not pending.
+    conn.prepare_cached(
+        "DELETE FROM pending_messages WHERE conversation_id = ?1 AND message_id IN \
+         (SELECT message_id FROM messages WHERE conversation_id = ?1)",
+    )?
+    .execute([conversation_id])?;
+    let mut n = 0;
+    for entry in entries {
+        let content = serde_json::to_string(&entry.message.content)
+            .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+        n += changed(
+            conn.prepare_cached(
+                "INSERT INTO pending_messages (conversation_id, position, message_id, role, content, created_ms) \
+                 SELECT ?1, COALESCE(MAX(position) + 1, 0), ?2, ?3, ?4, ?5 FROM pending_messages \
+                 WHERE conversation_id = ?1 ON CONFLICT DO NOTHING",
+            )?
+            .execute(rusqlite::params![
+                conversation_id,
+                entry.id,
+                role_name(&entry.message),
+                content,
+                created_ms
+            ])?,
+        );
+    }
+    Ok(n)
+}
+
+fn acked_blobs(
+    conn: &Connection,
+    conversation_id: &str,
+    added: &[Vec<u8>],
+    removed: &[Vec<u8>],
+    acked_ms: i64,
+) -> rusqlite::Result<u64> {
+    ensure_conversation(conn, conversation_id, acked_ms)?;
+    let mut n = 0;
+    for id in removed {
+        n += changed(
+            conn.prepare_cached("DELETE FROM acked_blobs WHERE conversation_id = ?1 AND blob_id = ?2")?
+                .execute(rusqlite::params![conversation_id, id])?,
+        );
+    }
+    for id in added {
+        n += changed(
+            conn.prepare_cached(
+                "INSERT INTO acked_blobs (conversation_id, blob_id, acked_ms) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (conversation_id, blob_id) DO UPDATE SET acked_ms = excluded.acked_ms",
+            )?
+            .execute(rusqlite::params![conversation_id, id, acked_ms])?,
+        );
+    }
+    Ok(n)
 }
 
 /// Applies one op inside the writer's transaction; returns the rows it inserted or changed.
@@ -92,7 +198,8 @@ pub(crate) fn apply(conn: &Connection, op: &ConversationOp, epoch: i64) -> rusql
         ConversationOp::StartRun(s) => {
             conn.prepare_cached(
                 "INSERT INTO conversations (id, client, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?3) \
-                 ON CONFLICT (id) DO UPDATE SET updated_ms = MAX(updated_ms, excluded.updated_ms)",
+                 ON CONFLICT (id) DO UPDATE SET updated_ms = MAX(updated_ms, excluded.updated_ms), \
+                 client = CASE WHEN client = '' THEN excluded.client ELSE client END",
             )?
             .execute(rusqlite::params![s.conversation_id, s.client, s.started_ms])?;
             let n = conn
@@ -109,6 +216,12 @@ pub(crate) fn apply(conn: &Connection, op: &ConversationOp, epoch: i64) -> rusql
         ConversationOp::Replace { conversation_id, run_id, entries, created_ms } => {
             let mut n = changed(
                 conn.prepare_cached("DELETE FROM messages WHERE conversation_id = ?1")?
+                    .execute(rusqlite::params![conversation_id])?,
+            );
+            // The old checkpoints covered messages that are gone (and would outrank the
+            // compacted transcript's by `seq`).
+            n += changed(
+                conn.prepare_cached("DELETE FROM checkpoints WHERE conversation_id = ?1")?
                     .execute(rusqlite::params![conversation_id])?,
             );
             for (seq, entry) in entries.iter().enumerate() {
@@ -156,7 +269,18 @@ pub(crate) fn apply(conn: &Connection, op: &ConversationOp, epoch: i64) -> rusql
                 })?;
             Ok(changed(n))
         }
-        ConversationOp::Checkpoint(c) => {
+        ConversationOp::Checkpoint { record: c, last_message_id } => {
+            if let Some(id) = last_message_id {
+                let current: bool = conn
+                    .prepare_cached(
+                        "SELECT EXISTS (SELECT 1 FROM messages WHERE conversation_id = ?1 AND seq = ?2 \
+                         AND message_id = ?3)",
+                    )?
+                    .query_row(rusqlite::params![c.conversation_id, to_i64(c.seq) - 1, id], |r| r.get(0))?;
+                if !current {
+                    return Ok(0);
+                }
+            }
             let n = conn
                 .prepare_cached(
                     "INSERT INTO checkpoints (conversation_id, seq, run_id, version, created_ms, state) \
@@ -173,6 +297,12 @@ pub(crate) fn apply(conn: &Connection, op: &ConversationOp, epoch: i64) -> rusql
                     c.state
                 ])?;
             Ok(changed(n))
+        }
+        ConversationOp::AddPending { conversation_id, entries, created_ms } => {
+            add_pending(conn, conversation_id, entries, *created_ms)
+        }
+        ConversationOp::AckedBlobs { conversation_id, added, removed, acked_ms } => {
+            acked_blobs(conn, conversation_id, added, removed, *acked_ms)
         }
     }
 }
@@ -307,4 +437,35 @@ pub(crate) fn latest_checkpoint(
         })
         .optional()?;
     Ok(row)
+}
+
+/// The messages pending for the conversation's next run, in delivery order (without those the
+/// transcript already holds).
+pub(crate) fn pending_messages(conn: &Connection, conversation_id: &str) -> Result<Vec<Entry>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT p.message_id, p.role, p.content FROM pending_messages p WHERE p.conversation_id = ?1 \
+         AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = ?1 AND m.message_id = p.message_id) \
+         ORDER BY p.position",
+    )?;
+    let rows = stmt.query_map([conversation_id], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (id, role, content) = row?;
+        let role = serde_json::from_value(serde_json::Value::String(role.clone()))
+            .map_err(|_| StoreError::Corrupt(format!("pending message {id}: unknown role `{role}`")))?;
+        let content = serde_json::from_str(&content)
+            .map_err(|e| StoreError::Corrupt(format!("pending message {id}: content does not decode: {e}")))?;
+        out.push(Entry { id, message: Message { role, content } });
+    }
+    Ok(out)
+}
+
+/// The blob ids the conversation's client acknowledged.
+pub(crate) fn acked_blob_ids(conn: &Connection, conversation_id: &str) -> Result<Vec<Vec<u8>>, StoreError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT blob_id FROM acked_blobs WHERE conversation_id = ?1 ORDER BY blob_id")?;
+    let rows = stmt.query_map([conversation_id], |r| r.get::<_, Vec<u8>>(0))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }

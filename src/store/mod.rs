@@ -341,6 +341,18 @@ impl Store {
         self.read(move |c| conversation::latest_checkpoint(c, &id)).await
     }
 
+    /// The messages pending for a conversation's next run, in delivery order.
+    pub async fn pending_messages(&self, conversation_id: &str) -> Result<Vec<crate::model::Entry>, StoreError> {
+        let id = conversation_id.to_owned();
+        self.read(move |c| conversation::pending_messages(c, &id)).await
+    }
+
+    /// The blob ids a conversation's client acknowledged.
+    pub async fn acked_blobs(&self, conversation_id: &str) -> Result<Vec<Vec<u8>>, StoreError> {
+        let id = conversation_id.to_owned();
+        self.read(move |c| conversation::acked_blob_ids(c, &id)).await
+    }
+
     /// Resolves once everything queued before it is committed.
     pub fn flush(&self) -> Ack {
         self.submit(Command::Flush)

@@ -12,6 +12,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0003_create_latency_daily.sql"),
     include_str!("migrations/0004_create_agent_transcripts.sql"),
     include_str!("migrations/0005_add_call_conversation.sql"),
+    include_str!("migrations/0006_create_pending_and_acked_blobs.sql"),
 ];
 
 /// The newest schema version this build knows.

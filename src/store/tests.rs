@@ -93,7 +93,18 @@ async fn migrations_apply_on_a_fresh_file() {
         .expect("rows");
     assert_eq!(
         tables,
-        ["calls", "checkpoints", "conversations", "latency_daily", "messages", "runs", "tool_rounds", "usage_daily"]
+        [
+            "acked_blobs",
+            "calls",
+            "checkpoints",
+            "conversations",
+            "latency_daily",
+            "messages",
+            "pending_messages",
+            "runs",
+            "tool_rounds",
+            "usage_daily"
+        ]
     );
 }
 
@@ -132,6 +143,94 @@ async fn transcript_appends_are_idempotent_and_stale_runs_become_interrupted() {
     store.interrupt_stale().await.expect("interrupt");
     let runs = store.conversation_runs("c1").await.expect("runs");
     assert_eq!((runs[0].status, runs[0].error_kind.as_deref()), (RunStatus::Interrupted, Some("interrupted")));
+}
+
+#[tokio::test]
+async fn pending_messages_survive_a_reopen_until_appended_and_acked_blobs_change_by_differences() {
+    use crate::model::{Entry, Message, Role, RunStart};
+    use crate::store::{CheckpointRecord, ConversationOp};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = db_path(&dir);
+    let store = Store::open(&path, opts(1)).expect("open");
+    let user = |id: &str| Entry::new(id, Message::text(Role::User, id));
+    // Before any run: the conversation row is created (with no client yet).
+    let pending =
+        |entries: Vec<Entry>| ConversationOp::AddPending { conversation_id: "c1".into(), entries, created_ms: 1 };
+    assert_eq!(store.conversation(pending(vec![user("p1"), user("p2")])).await.expect("pending"), 2);
+    assert_eq!(store.conversation(pending(vec![user("p2"), user("p3")])).await.expect("again"), 1, "p2 is kept once");
+    let acked = |added: &[&[u8]], removed: &[&[u8]]| ConversationOp::AckedBlobs {
+        conversation_id: "c1".into(),
+        added: added.iter().map(|b| b.to_vec()).collect(),
+        removed: removed.iter().map(|b| b.to_vec()).collect(),
+        acked_ms: 2,
+    };
+    store.conversation(acked(&[b"aaaa", b"bbbb", b"cccc"], &[])).await.expect("acked");
+    store.conversation(acked(&[b"dddd"], &[b"bbbb"])).await.expect("diff");
+    store.close().expect("close");
+
+    let store = Store::open(&path, opts(2)).expect("reopen");
+    let ids = |v: Vec<Entry>| v.into_iter().map(|e| e.id).collect::<Vec<_>>();
+    assert_eq!(ids(store.pending_messages("c1").await.expect("read")), vec!["p1", "p2", "p3"], "in delivery order");
+    assert_eq!(store.pending_messages("c1").await.expect("read")[0], user("p1"), "losslessly");
+    assert_eq!(
+        store.acked_blobs("c1").await.expect("read"),
+        vec![b"aaaa".to_vec(), b"cccc".to_vec(), b"dddd".to_vec()]
+    );
+    let run = RunStart {
+        id: "r1".into(),
+        conversation_id: "c1".into(),
+        client: "t".into(),
+        model: "m".into(),
+        started_ms: 3,
+    };
+    store.conversation(ConversationOp::StartRun(run)).await.expect("start");
+    // Appending a pending message delivers it (same transaction); the others stay.
+    let append = |seq: u64, entry: Entry| ConversationOp::Append {
+        conversation_id: "c1".into(),
+        seq,
+        run_id: Some("r1".into()),
+        entry,
+        created_ms: 4,
+    };
+    store.conversation(append(0, user("p1"))).await.expect("append");
+    assert_eq!(ids(store.pending_messages("c1").await.expect("read")), vec!["p2", "p3"]);
+    // A pending row whose id the transcript held already is not pending either.
+    store.conversation(append(1, user("p9"))).await.expect("append");
+    store.conversation(pending(vec![user("p9")])).await.expect("pending");
+    assert_eq!(ids(store.pending_messages("c1").await.expect("read")), vec!["p2", "p3"]);
+    // The first run fills in the conversation's client.
+    let client: String = store.with_read_conn(|c| {
+        c.query_row("SELECT client FROM conversations WHERE id = 'c1'", [], |r| r.get(0)).expect("client")
+    });
+    assert_eq!(client, "t");
+    // A compaction (replace) drops the checkpoints of the old transcript.
+    let checkpoint = |seq: u64, last: &str| ConversationOp::Checkpoint {
+        record: CheckpointRecord {
+            conversation_id: "c1".into(),
+            seq,
+            run_id: None,
+            version: 1,
+            created_ms: 5,
+            state: vec![1, 2, 3],
+        },
+        last_message_id: Some(last.into()),
+    };
+    assert_eq!(store.conversation(checkpoint(2, "p9")).await.expect("checkpoint"), 1);
+    store
+        .conversation(ConversationOp::Replace {
+            conversation_id: "c1".into(),
+            run_id: None,
+            entries: vec![user("summary")],
+            created_ms: 6,
+        })
+        .await
+        .expect("replace");
+    assert_eq!(store.latest_checkpoint("c1").await.expect("read"), None);
+    // One taken before the compaction but written after it is stale: not stored.
+    assert_eq!(store.conversation(checkpoint(2, "p9")).await.expect("stale"), 0);
+    assert_eq!(store.latest_checkpoint("c1").await.expect("read"), None);
+    store.conversation(checkpoint(1, "summary")).await.expect("checkpoint");
+    assert_eq!(store.latest_checkpoint("c1").await.expect("read").map(|c| c.seq), Some(1));
 }
 
 #[tokio::test]

@@ -5,7 +5,9 @@
 //! `pre_fetched_blobs`, each verified) and refuses a corrupt blob with a defined error; a dropped
 //! RunSSE gets the replay on re-subscription, a resume continues an unfinished step and does
 //! nothing for a completed conversation, and a run nobody reads is canceled after the grace
-//! period; a large conversation's checkpoints stay under 512 KB.
+//! period; a large conversation's checkpoints stay under 512 KB; pending messages and the
+//! acknowledged blob ids survive an engine restart (acks trusted only while the client's request
+//! references them); todos written during a turn are in that turn's checkpoints.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -353,5 +355,150 @@ async fn a_client_that_never_acknowledges_blobs_gets_no_checkpoint_and_the_turn_
     assert!(!sets.is_empty());
     let distinct: HashSet<&String> = sets.iter().copied().collect();
     assert_eq!(distinct.len(), sets.len(), "after the first timeout the turn's later checkpoints are not attempted");
+    s.te.stop().await;
+}
+
+fn appended(msgs: &[agent::AgentServerMessage], message_id: &str) -> bool {
+    msgs.iter().any(|m| {
+        matches!(&m.message, Some(agent_server_message::Message::InteractionUpdate(agent::InteractionUpdate {
+            message: Some(interaction_update::Message::UserMessageAppended(u))
+        })) if u.user_message.as_ref().is_some_and(|u| u.message_id == message_id))
+    })
+}
+
+/// How many provider messages of the request carry exactly `text`.
+fn count_text(body: &Value, text: &str) -> usize {
+    body["messages"].as_array().expect("messages").iter().filter(|m| m["content"] == text).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_messages_survive_an_engine_restart_and_reach_the_next_run_exactly_once() {
+    let s = cursor_client::start("").await;
+    // A follow-up is accepted while the model answers, then the user stops the run: the run
+    // never took the follow-up, so it waits for the next run.
+    s.mock.push(Reply::sse(&oa_text_unfinished("half an answer")).hang());
+    let run = s.start_run(&Turn::new("req-p1", "conv-p", "first question"), cursor_client::run_everything()).await;
+    run.wait_until(|m| m.iter().any(is_text)).await;
+    run.user_message("m-late", "also this", false).await;
+    run.wait_until(|m| appended(m, "m-late")).await;
+    run.cancel().await;
+    let one = run.finish().await;
+    assert_eq!(one.end, Some(Default::default()));
+    s.te.handle.store.flush().await.expect("flush");
+    let stored = s.te.handle.store.pending_messages("conv-p").await.expect("pending");
+    assert_eq!(stored.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(), vec!["user:m-late"]);
+
+    // The engine restarts (same database): the next run opens with the pending message.
+    let s = s.restart().await;
+    s.mock.push(Reply::sse(&oa_text("Both answered.")));
+    let two = s.turn(&Turn::new("req-p2", "conv-p", "next question").with_state(one.last_checkpoint())).await;
+    assert_eq!(two.end, Some(Default::default()));
+    let body = s.mock.seen().last().expect("request").body.clone();
+    assert_eq!(count_text(&body, "also this"), 1, "the pending message, once: {body}");
+    let contents: Vec<String> = texts(&body);
+    let late = contents.iter().position(|t| t.contains("also this")).expect("pending");
+    assert_eq!(contents.last().map(String::as_str), Some("\"next question\""));
+    assert!(late < contents.len() - 1, "ahead of the run's own message");
+    s.te.handle.store.flush().await.expect("flush");
+    assert!(s.te.handle.store.pending_messages("conv-p").await.expect("pending").is_empty(), "delivered");
+
+    // Once delivered it is transcript, not pending: another restart does not add it again.
+    let s = s.restart().await;
+    s.mock.push(Reply::sse(&oa_text("Third.")));
+    let three = s.turn(&Turn::new("req-p3", "conv-p", "third question").with_state(two.last_checkpoint())).await;
+    assert_eq!(three.end, Some(Default::default()));
+    let body = s.mock.seen().last().expect("request").body.clone();
+    assert_eq!(count_text(&body, "also this"), 1, "{body}");
+    s.te.stop().await;
+}
+
+/// The ids (hex) of the blobs the server sent with `set_blob_args` during a turn.
+fn sets(seen: &Seen) -> HashSet<String> {
+    seen.kv_log.iter().filter_map(|l| l.strip_prefix("set ")).map(str::to_owned).collect()
+}
+
+/// Every blob a state references, read from the client's store (panics when one is missing).
+fn assert_client_holds(s: &CursorSim, state: &agent::ConversationStateStructure) {
+    let store = s.blobs.lock().expect("blobs");
+    for id in state.root_prompt_messages_json.iter().chain(&state.turns) {
+        let data = store.get(id).expect("the client holds every referenced blob");
+        if let Ok(agent::ConversationTurnStructure {
+            turn: Some(agent::conversation_turn_structure::Turn::AgentConversationTurn(t)),
+        }) = agent::ConversationTurnStructure::decode(data.as_slice())
+        {
+            for child in std::iter::once(&t.user_message).chain(&t.steps) {
+                assert!(store.contains_key(child), "the client holds the turn's user message and steps");
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_blobs_survive_a_restart_and_are_trusted_only_while_the_client_references_them() {
+    let s = cursor_client::start("").await;
+    s.mock.push(Reply::sse(&oa_text("First answer.")));
+    let one = s.turn(&Turn::new("req-k1", "conv-k", "first question")).await;
+    let state1 = one.last_checkpoint().expect("checkpoint");
+    let sent1 = sets(&one);
+    assert!(!sent1.is_empty());
+    s.te.handle.store.flush().await.expect("flush");
+    let stored = s.te.handle.store.acked_blobs("conv-k").await.expect("acked");
+    let stored: HashSet<String> = stored.iter().map(hex::encode).collect();
+    assert_eq!(stored, sent1, "the blobs of the acknowledged checkpoint are stored");
+
+    // Restart; the client sends its checkpoint back: what it references is not sent again.
+    let s = s.restart().await;
+    s.mock.push(Reply::sse(&oa_text("Second answer.")));
+    let two = s.turn(&Turn::new("req-k2", "conv-k", "second question").with_state(Some(state1))).await;
+    assert_eq!(two.end, Some(Default::default()));
+    let sent2 = sets(&two);
+    assert!(!sent2.is_empty(), "the new turn's blobs are sent");
+    assert!(
+        sent2.is_disjoint(&sent1),
+        "nothing the client still holds is sent again: {:?}",
+        sent2.intersection(&sent1)
+    );
+    let state2 = two.last_checkpoint().expect("checkpoint");
+    assert_client_holds(&s, &state2);
+
+    // Restart; the IDE lost its storage meanwhile (no checkpoint, no blobs): every blob the
+    // checkpoint references is sent again, so the client can resume from it.
+    let s = s.restart().await;
+    s.blobs.lock().expect("blobs").clear();
+    s.mock.push(Reply::sse(&oa_text("Third answer.")));
+    let three = s.turn(&Turn::new("req-k3", "conv-k", "third question")).await;
+    assert_eq!(three.end, Some(Default::default()));
+    let sent3 = sets(&three);
+    assert!(sent1.is_subset(&sent3), "the old blobs are sent again");
+    let state3 = three.last_checkpoint().expect("checkpoint");
+    assert_client_holds(&s, &state3);
+    assert_eq!(roots(&s, &state3).len(), 7, "system and three questions with their answers");
+    s.te.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn todos_written_during_a_turn_are_in_that_turns_checkpoints() {
+    let s = cursor_client::start("").await;
+    s.mock.push(Reply::sse(&oa_tools(&[(
+        "c-todo",
+        "todo_write",
+        json!({"todos": [{"id": "1", "content": "fix lints", "status": "in_progress"}]}),
+    )])));
+    s.mock.push(Reply::sse(&oa_text("Planned.")));
+    let seen = s.turn(&Turn::new("req-t1", "conv-t", "plan it")).await;
+    assert_eq!(seen.end, Some(Default::default()));
+    let states = seen.checkpoints();
+    assert_eq!(states.len(), 3, "tool round started, its results, final");
+    let todos = |st: &agent::ConversationStateStructure| -> Vec<String> {
+        st.todos.iter().map(|t| agent::TodoItem::decode(t.as_slice()).expect("todo").content).collect()
+    };
+    assert!(todos(&states[0]).is_empty(), "before the tool ran the list was empty");
+    assert_eq!(todos(&states[1]), vec!["fix lints"], "the tool round's checkpoint has the new list");
+    assert_eq!(todos(&states[2]), vec!["fix lints"], "and the final one");
+    // The engine keeps the list in memory: after a restart it comes from the client's checkpoint.
+    let s = s.restart().await;
+    s.mock.push(Reply::sse(&oa_text("Still planned.")));
+    let two = s.turn(&Turn::new("req-t2", "conv-t", "go on").with_state(seen.last_checkpoint())).await;
+    assert_eq!(todos(&two.last_checkpoint().expect("checkpoint")), vec!["fix lints"]);
     s.te.stop().await;
 }

@@ -2,7 +2,8 @@
 //! and on Cursor's summarize action, the conversation is summarized through the provider and
 //! replaced explicitly (system message verbatim, then one summary message); Cursor sees
 //! `summary_started`, `summary`, `summary_completed`; the store holds the compacted transcript
-//! and later requests grow from it append-only again.
+//! and later requests grow from it append-only again; a compaction mid-turn is checkpointed at
+//! once (before the turn ends).
 
 use keyhaven::cursor::protocol::agent::interaction_update::Message as U;
 use serde_json::json;
@@ -148,5 +149,63 @@ async fn a_summarize_action_during_a_run_compacts_before_the_next_model_call() {
     assert_eq!(up.len(), 3, "tool call, summary, answer");
     assert_eq!(up[1].body["tool_choice"], "none");
     assert_eq!(up[2].body["messages"].as_array().expect("messages").len(), 2);
+    s.te.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_mid_turn_publishes_a_checkpoint_of_the_compacted_transcript_before_turn_ended() {
+    use keyhaven::cursor::checkpoint::RootBlob;
+    use keyhaven::cursor::protocol::agent::{self, agent_server_message};
+    let s = cursor_client::start_with("compact_at = 8", SMALL_MODEL).await;
+    s.ws.write("a.txt", "alpha\n");
+    s.mock.push(Reply::sse(&oa_tools(&[("c-read", "read_file", json!({"path": "a.txt"}))])));
+    s.mock.push(Reply::sse(&oa_text("SUMMARY: a.txt says alpha")));
+    s.mock.push(Reply::sse(&oa_text("It says alpha.")));
+    let seen = s.turn(&small("req-cc", "conv-cc", "what is in a.txt?")).await;
+    assert_eq!(seen.end, Some(Default::default()));
+    // Positions in the stream of server messages.
+    let update_at = |f: &dyn Fn(&U) -> bool| {
+        seen.msgs
+            .iter()
+            .position(|m| match &m.message {
+                Some(agent_server_message::Message::InteractionUpdate(u)) => u.message.as_ref().is_some_and(f),
+                _ => false,
+            })
+            .expect("update")
+    };
+    let completed = update_at(&|u| matches!(u, U::SummaryCompleted(_)));
+    let ended = update_at(&|u| matches!(u, U::TurnEnded(_)));
+    let checkpoints: Vec<(usize, agent::ConversationStateStructure)> = seen
+        .msgs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| match &m.message {
+            Some(agent_server_message::Message::ConversationCheckpointUpdate(c)) => Some((i, c.clone())),
+            _ => None,
+        })
+        .collect();
+    // The ids of a checkpoint's root messages, read from the client's blob store (so the
+    // checkpoint's blobs were acknowledged before it).
+    let root_ids = |st: &agent::ConversationStateStructure| -> Vec<String> {
+        let store = s.blobs.lock().expect("blobs");
+        st.root_prompt_messages_json
+            .iter()
+            .map(|id| {
+                let data = store.get(id).expect("the client holds every referenced blob");
+                serde_json::from_slice::<RootBlob>(data).expect("root").id
+            })
+            .collect()
+    };
+    let roots: Vec<(usize, Vec<String>)> = checkpoints.iter().map(|(i, st)| (*i, root_ids(st))).collect();
+    let compacted = vec!["system:conv-cc".to_owned(), "req-cc:c2:summary".to_owned()];
+    let (at, _) = roots.iter().find(|(_, ids)| *ids == compacted).unwrap_or_else(|| panic!("{roots:?}"));
+    assert!(*at > completed && *at < ended, "after the compaction, before turn_ended: {at} {completed} {ended}");
+    assert_eq!(roots.len(), 4, "tool round started, its results, the compaction, the final one: {roots:?}");
+    assert_eq!(roots[3].1, vec!["system:conv-cc", "req-cc:c2:summary", "req-cc:a2"]);
+    assert_eq!(roots[3].0, ended - 1);
+    // The store's latest checkpoint is the compacted transcript's, not an older and longer one.
+    s.te.handle.store.flush().await.expect("flush");
+    let stored = s.te.handle.store.latest_checkpoint("conv-cc").await.expect("read").expect("checkpoint");
+    assert_eq!(stored.seq, 3);
     s.te.stop().await;
 }

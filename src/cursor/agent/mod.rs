@@ -18,9 +18,9 @@
 //! whose action is `summarize_action` compacts the conversation and ends (see [`compact`]).
 //!
 //! Frames of a turn: the live updates (`thinking_delta`, `thinking_completed`, `text_delta`,
-//! `token_delta`, tool cards and execs), checkpoints after a tool round starts and after its
-//! results (each preceded by its new blobs' `set_blob_args`), and a final checkpoint before the
-//! terminal (also after a cancel; not on shutdown).
+//! `token_delta`, tool cards and execs), checkpoints after a tool round starts, after its
+//! results and after a compaction (each preceded by its new blobs' `set_blob_args`), and a final
+//! checkpoint before the terminal (also after a cancel; not on shutdown).
 //!
 //! - **Resume** (`resume_action`): an unfinished conversation (its last message is the user's or
 //!   tool results) continues with a new model cycle; a completed one (last message from the
@@ -50,9 +50,9 @@ use tokio::time::Instant;
 
 use crate::cursor::agent::delivery::Delivery;
 use crate::cursor::blobs::BlobChannel;
-use crate::cursor::checkpoint::Meta;
 use crate::cursor::checkpoint::recovery::{self, Plan, Source};
-use crate::cursor::checkpoint::worker::{Both, Publisher, Snapshot, Tracker};
+use crate::cursor::checkpoint::worker::{Both, Publisher, Tracker};
+use crate::cursor::checkpoint::{self, Meta};
 use crate::cursor::conversation::{Conversation, Conversations};
 use crate::cursor::protocol::agent::{self, AgentMode, agent_client_message, conversation_action};
 use crate::cursor::protocol::connect;
@@ -242,6 +242,10 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
 
     // The local transcript is the source of truth; the incoming state fills it when it is
     // missing or behind.
+    let held = checkpoint::held_by_client(conversation_state.as_ref(), &pre_fetched_blobs);
+    if conversation.todos().is_empty() {
+        conversation.set_todos(recovery::todos(conversation_state.as_ref()));
+    }
     let mut restored = Vec::new();
     if let Plan::Restore(ids) = recovery::plan(transcript.entries(), conversation_state.as_ref()) {
         let source = Source::new(pre_fetched_blobs, &blobs, deps.options.blob_ack_timeout);
@@ -329,19 +333,16 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     let journal = Journal::new(deps.conversations.store().cloned(), &conversation.id, &run_id);
     let (handle, inbox) = command_channel(&run_id, transcript.entries().iter().map(|e| e.id.as_str()));
     conversation.set_current(Some(handle.clone()));
-    let (tracker, snapshots) = Tracker::new(transcript.entries());
+    let (tracker, snapshots) = Tracker::new(transcript.entries(), conversation.todo_list.clone());
     let publisher = Publisher {
         blobs: blobs.clone(),
         output: t.output.clone(),
         acked: conversation.acked_blobs.clone(),
+        held,
+        sent: Mutex::default(),
         timeout: deps.options.blob_ack_timeout,
-        meta: Meta {
-            mode,
-            workspace_paths: env.workspace_paths.clone(),
-            used_tokens: 0,
-            context_window,
-            todos: conversation.todos().iter().map(prost::Message::encode_to_vec).collect(),
-        },
+        // Used tokens and todos come with each snapshot.
+        meta: Meta { mode, workspace_paths: env.workspace_paths.clone(), context_window, ..Meta::default() },
         catalog: Some(catalog),
         store: deps.conversations.store().cloned(),
         conversation_id: conversation.id.clone(),
@@ -397,8 +398,7 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     tracing::debug!(request_id = %run_id, status = outcome.status.as_str(), steps = outcome.steps, "cursor run ended");
     let shutdown = outcome.canceled_by == Some(CancelReason::Shutdown);
     if !shutdown {
-        let snap = Snapshot { entries: transcript.entries().to_vec(), used_tokens: tracker.used_tokens() };
-        let _ = pump(t, &routes, publisher.publish(&snap)).await;
+        let _ = pump(t, &routes, publisher.publish(&tracker.snapshot(transcript.entries()))).await;
     }
     let usage = if outcome.usage_reported {
         let n = |v: u64| Some(i64::try_from(v).unwrap_or(i64::MAX));

@@ -74,3 +74,39 @@ fn stale_targets_are_ignored_and_late_messages_wait_for_the_next_run() {
     assert_eq!(pending, vec!["b", "e"]);
     assert!(c.take_pending().is_empty());
 }
+
+#[tokio::test]
+async fn pending_messages_and_acknowledged_blobs_come_back_from_the_store() {
+    use std::sync::Arc;
+
+    use crate::cursor::conversation::Conversations;
+    use crate::store::{ConversationOp, Store, StoreOptions};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("keyhaven.db");
+    let store = Arc::new(Store::open(&path, StoreOptions::default()).expect("open"));
+    let conversations = Conversations::new(Some(store.clone()));
+    let c = conversations.get("c1").await;
+    // No run: an untargeted batch waits for the next run, and so does a repeat of it once.
+    assert_eq!(c.deliver(None, RunCommand::InsertMessages(vec![entry("a"), entry("b")])), CommandResult::Applied);
+    c.add_pending(vec![entry("b"), entry("c")]);
+    c.acked_blobs.lock().expect("acked").insert([7; 32]);
+    store
+        .conversation(ConversationOp::AckedBlobs {
+            conversation_id: "c1".into(),
+            added: vec![vec![7; 32]],
+            removed: Vec::new(),
+            acked_ms: 1,
+        })
+        .await
+        .expect("acked");
+    store.flush().await.expect("flush");
+
+    // Another registry on the same database (a restarted engine) finds both.
+    let again = Conversations::new(Some(store.clone())).get("c1").await;
+    assert_eq!(again.acked_blobs.lock().expect("acked").iter().copied().collect::<Vec<_>>(), vec![[7; 32]]);
+    let ids = |v: Vec<Entry>| v.into_iter().map(|e| e.id).collect::<Vec<_>>();
+    assert_eq!(ids(again.take_pending()), vec!["a", "b", "c"]);
+    // Taking them is not delivering them: until the transcript holds them they stay stored.
+    assert_eq!(ids(Conversations::new(Some(store.clone())).get("c1").await.take_pending()), vec!["a", "b", "c"]);
+    assert!(again.take_pending().is_empty());
+}

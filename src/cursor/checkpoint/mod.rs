@@ -10,7 +10,7 @@
 //!   names the tool calls of the newest assistant message that have no results yet;
 //!   `token_details` the context use of the latest model call; plus mode, workspace URIs,
 //!   `agent_type = "ide"`, read paths and todos ([`Meta::todos`]: the conversation's server-side
-//!   list as the turn began; changes made during the turn appear from the next turn's checkpoints).
+//!   list as it was when the checkpoint's snapshot was taken).
 //! - [`trim`] keeps the state under [`MAX_WIRE_BYTES`]. First (a Keyhaven addition that loses
 //!   nothing) long strings inside `pending_tool_calls` are abbreviated: the full arguments are in
 //!   the root blobs, and a 600 KB `write_file` would otherwise cost the whole history. Then, in
@@ -83,7 +83,8 @@ pub struct Meta {
     /// Prompt plus output tokens of the latest model call.
     pub used_tokens: u64,
     pub context_window: Option<u64>,
-    /// Serialized `TodoItem`s (the conversation's server-side list, `Conversation::todos`).
+    /// Serialized `TodoItem`s (the conversation's server-side list, `Conversation::todos`, as
+    /// the checkpoint's snapshot found it).
     pub todos: Vec<Vec<u8>>,
 }
 
@@ -121,6 +122,18 @@ impl Encoded {
 /// The root blob ids of `entries` (what `root_prompt_messages_json` holds for them).
 pub fn root_ids(entries: &[Entry]) -> Vec<BlobId> {
     entries.iter().map(|e| blob_id(&RootBlob::bytes(e))).collect()
+}
+
+/// The blob ids a run request shows the client holds: the roots and turns of the state it sent
+/// back (the IDE keeps its latest checkpoint together with its blobs, cursor-protocol.md §5.6)
+/// and the `pre_fetched_blobs` whose content matches their id.
+pub fn held_by_client(
+    state: Option<&agent::ConversationStateStructure>,
+    pre_fetched: &[agent::PreFetchedBlob],
+) -> std::collections::HashSet<BlobId> {
+    let named = state.into_iter().flat_map(|s| s.root_prompt_messages_json.iter().chain(&s.turns));
+    let fetched = pre_fetched.iter().filter(|b| blob_id(&b.value).as_slice() == b.id.as_slice()).map(|b| &b.id);
+    named.chain(fetched).filter_map(|id| BlobId::try_from(id.as_slice()).ok()).collect()
 }
 
 /// The tool calls of the newest assistant message that have no results yet.

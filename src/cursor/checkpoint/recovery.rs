@@ -7,6 +7,9 @@
 //! cannot be read refuses the whole state with a [`RecoveryError`] (the turn ends with a Connect
 //! error, nothing is appended).
 //!
+//! The todo list is taken from the incoming state when the conversation has none ([`todos`]:
+//! the engine keeps it in memory only, so after a restart the client's copy is the only one).
+//!
 //! Pending tool calls (an assistant message whose calls have no results, e.g. the editor closed
 //! mid-tool or the connection dropped) are resolved with *interrupted* error results, never
 //! re-issued: a re-issued shell command or write could act twice, and the model sees the
@@ -118,6 +121,13 @@ pub fn drop_orphans(entries: Vec<Entry>, after_local: bool) -> Vec<Entry> {
             seen_user || e.message.role == Role::System
         })
         .collect()
+}
+
+/// The todo list an incoming state carries (unreadable items are skipped). The engine does not
+/// store the list, so after a restart the client's checkpoint is its only copy.
+pub fn todos(state: Option<&agent::ConversationStateStructure>) -> Vec<agent::TodoItem> {
+    use prost::Message as _;
+    state.map_or_else(Vec::new, |s| s.todos.iter().filter_map(|t| agent::TodoItem::decode(t.as_slice()).ok()).collect())
 }
 
 /// The tool message resolving the newest assistant message's unanswered calls, if any.

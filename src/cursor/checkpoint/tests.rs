@@ -6,7 +6,7 @@ use std::time::Duration;
 use prost::Message as _;
 use serde_json::json;
 
-use crate::cursor::blobs::{BlobChannel, BlobError, blob_id, verify};
+use crate::cursor::blobs::{BlobChannel, BlobError, BlobId, blob_id, verify};
 use crate::cursor::checkpoint::recovery::{self, Plan, RecoveryError, Source};
 use crate::cursor::checkpoint::{MAX_WIRE_BYTES, Meta, RootBlob, encode, root_ids, trim};
 use crate::cursor::protocol::agent::{self, AgentMode, conversation_step, conversation_turn_structure};
@@ -223,4 +223,69 @@ fn orphans_before_the_first_user_message_are_dropped_from_a_trimmed_state() {
     let kept = recovery::drop_orphans(trimmed.clone(), false);
     assert_eq!(kept, vec![all[0].clone(), all[1].clone()]);
     assert_eq!(recovery::drop_orphans(trimmed.clone(), true), trimmed, "after local messages nothing is dropped");
+}
+
+#[test]
+fn acknowledged_blobs_are_trusted_only_while_the_client_references_them() {
+    use std::collections::HashSet;
+
+    use crate::cursor::checkpoint::held_by_client;
+    use crate::cursor::checkpoint::worker::trusted;
+    let enc = encode(&conversation(), &meta(), None);
+    let all: HashSet<BlobId> = enc.referenced().iter().map(|(id, _)| *id).collect();
+    let none = HashSet::new();
+    // The client sent back this state: every blob it references, the turns' user message and
+    // steps too, need not be sent again.
+    let held = held_by_client(Some(&enc.state), &[]);
+    assert!(held.len() < all.len(), "the state names roots and turns only");
+    assert_eq!(trusted(&all, &held, &none, &enc.children), all);
+    // No state (the IDE lost it, or its store): acknowledgements alone are not trusted.
+    assert!(trusted(&all, &HashSet::new(), &none, &enc.children).is_empty());
+    // A state naming blobs that were never acknowledged (another backend's, or ours with the
+    // acknowledgement lost): sent again.
+    assert!(trusted(&none, &held, &none, &enc.children).is_empty());
+    // Acknowledged during this run: always trusted.
+    assert_eq!(trusted(&none, &HashSet::new(), &all, &enc.children), all);
+    // Pre-fetched blobs count when their content matches their id.
+    let (id, data) = enc.blobs[0].clone();
+    let good = agent::PreFetchedBlob { id: id.to_vec(), value: data };
+    let bad = agent::PreFetchedBlob { id: enc.blobs[1].0.to_vec(), value: b"tampered".to_vec() };
+    assert_eq!(held_by_client(None, &[good, bad]), HashSet::from([id]));
+}
+
+#[test]
+fn the_tracker_follows_a_compaction_and_snapshots_carry_the_todos_of_their_moment() {
+    use crate::cursor::checkpoint::worker::Tracker;
+    use crate::cursor::tools::todos::TodoList;
+    use crate::run::{RunEvent, RunObserver};
+    let all = conversation();
+    let todos = Arc::new(TodoList::default());
+    let (tracker, mut rx) = Tracker::new(&all[..2], todos.clone());
+    tracker.on_event(RunEvent::MessageAppended { seq: 2, entry: &all[2] });
+    tracker.on_event(RunEvent::ToolRoundStarted { step: 1, calls: 1 });
+    let first = rx.try_recv().expect("a snapshot at the tool round");
+    assert_eq!(first.entries, all[..3].to_vec());
+    assert!(first.todos.is_empty());
+    let item = agent::TodoItem { id: "1".into(), content: "fix it".into(), ..Default::default() };
+    todos.set(vec![item.clone()]);
+    tracker.on_event(RunEvent::MessageAppended { seq: 3, entry: &all[3] });
+    tracker.on_event(RunEvent::ToolRoundFinished { step: 1, failed: 0 });
+    let second = rx.try_recv().expect("a snapshot after the results");
+    assert_eq!(second.todos, vec![item.encode_to_vec()], "the list as the tool left it");
+    // A compaction replaces the mirror and asks for a checkpoint of the compacted transcript.
+    let compacted = vec![all[0].clone(), Entry::new("r1:c2:summary", Message::text(Role::User, "summary"))];
+    tracker.on_event(RunEvent::Compacted { before: 4, after: 2, summary: Some("summary"), entries: &compacted });
+    let third = rx.try_recv().expect("a snapshot after the compaction");
+    assert_eq!(third.entries, compacted);
+    assert!(third.used_tokens > 0, "an estimate until the next call reports usage");
+    // A failed compaction keeps the transcript and asks for nothing.
+    tracker.on_event(RunEvent::Compacted { before: 2, after: 2, summary: None, entries: &compacted });
+    assert!(rx.try_recv().is_err());
+    // Appends continue on the compacted mirror.
+    tracker.on_event(RunEvent::MessageAppended { seq: 2, entry: &all[4] });
+    tracker.on_event(RunEvent::ToolRoundStarted { step: 2, calls: 1 });
+    assert_eq!(rx.try_recv().expect("snapshot").entries.len(), 3);
+    todos.set(Vec::new());
+    assert!(tracker.snapshot(&all).todos.is_empty(), "the final snapshot reads the list as it is then");
+    tracker.close();
 }
