@@ -176,6 +176,18 @@ async fn an_accepted_plan_becomes_the_todo_list() {
     // The merge the model sent next finds the plan's items.
     let list = tool_result(&s, "c-todo");
     assert!(list.contains("[in_progress] lru: add lru") && list.contains("[pending] plan-2: wire it"), "{list}");
+    let todos: Vec<agent::TodoItem> = seen
+        .last_checkpoint()
+        .expect("a checkpoint")
+        .todos
+        .iter()
+        .map(|b| prost::Message::decode(b.as_slice()).expect("todo item"))
+        .collect();
+    assert_eq!(
+        todos.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+        vec!["lru", "plan-2"],
+        "the plan's todos reach the checkpoint"
+    );
     s.te.stop().await;
 }
 
@@ -207,6 +219,8 @@ async fn an_approved_switch_to_ask_mode_refuses_writes_for_the_rest_of_the_run()
         panic!("the switch succeeded")
     };
     assert_eq!((ok.from_mode_id.as_str(), ok.to_mode_id.as_str()), ("agent", "ask"));
+    let last = seen.last_checkpoint().expect("a checkpoint");
+    assert_eq!(last.mode, Some(agent::AgentMode::Ask as i32), "the checkpoint carries the switched mode");
     assert!(tool_result(&s, "c-mode").contains("now in Ask mode"));
 
     let refused = tool_result(&s, "c-write");

@@ -303,6 +303,7 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         context_window,
         template: crate::model::Request::default(),
     };
+    let mode_cell = Arc::new(ModeCell::new(mode));
     let tools = CursorTools {
         catalog: catalog.clone(),
         exec: exec.clone(),
@@ -312,7 +313,7 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         queries: queries.clone(),
         search: deps.search.clone(),
         fetcher: deps.fetcher.clone(),
-        mode: Arc::new(ModeCell::new(mode)),
+        mode: mode_cell.clone(),
     };
     let frames = Frames::new(t.output.clone(), catalog.clone(), &run_id);
     let model = GatewayModel {
@@ -343,6 +344,7 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         timeout: deps.options.blob_ack_timeout,
         // Used tokens and todos come with each snapshot.
         meta: Meta { mode, workspace_paths: env.workspace_paths.clone(), context_window, ..Meta::default() },
+        mode: Some(mode_cell),
         catalog: Some(catalog),
         store: deps.conversations.store().cloned(),
         conversation_id: conversation.id.clone(),

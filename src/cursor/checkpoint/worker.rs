@@ -39,6 +39,7 @@ use crate::cursor::checkpoint::{Encoded, MAX_WIRE_BYTES, Meta, encode, trim};
 use crate::cursor::protocol::agent::{self, agent_server_message};
 use crate::cursor::protocol::events;
 use crate::cursor::tools::catalog::Catalog;
+use crate::cursor::tools::interact::ModeCell;
 use crate::cursor::tools::todos::TodoList;
 use crate::cursor::transport::Output;
 use crate::model::Entry;
@@ -206,6 +207,8 @@ pub struct Publisher {
     pub timeout: Duration,
     /// Mode, workspace and context window (used tokens and todos come with each snapshot).
     pub meta: Meta,
+    /// The run's current mode (an approved `switch_mode` changes it); overrides `meta.mode`.
+    pub mode: Option<Arc<ModeCell>>,
     pub catalog: Option<Arc<Catalog>>,
     pub store: Option<Arc<Store>>,
     pub conversation_id: String,
@@ -224,7 +227,8 @@ impl Publisher {
         if self.gave_up.load(Ordering::Relaxed) {
             return Publish::Skipped("the client did not acknowledge earlier blobs".to_owned());
         }
-        let meta = Meta { used_tokens: snap.used_tokens, todos: snap.todos.clone(), ..self.meta.clone() };
+        let mode = self.mode.as_ref().map_or(self.meta.mode, |m| m.get());
+        let meta = Meta { used_tokens: snap.used_tokens, todos: snap.todos.clone(), mode, ..self.meta.clone() };
         let mut enc = encode(&snap.entries, &meta, self.catalog.as_deref());
         let trimmed = trim(&mut enc.state, MAX_WIRE_BYTES);
         if trimmed.any() {
