@@ -12,7 +12,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("store", &["model"]),
     ("pricing", &["model"]),
     ("provider", &["model", "dialect", "pricing"]),
-    ("control", &["model", "provider", "pricing", "store", "proxy", "setup"]),
+    ("control", &["model", "provider", "pricing", "store", "proxy", "setup", "search"]),
     ("cursor", &["model", "provider", "store", "run", "search"]),
     ("search", &[]),
     ("run", &["model", "provider", "store"]),
