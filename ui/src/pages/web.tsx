@@ -146,7 +146,7 @@ export function WebToolsSection({ initial }: { initial: WebSettings }) {
             label="Search URL"
             id="web-searchUrl"
             error={errors.searchUrl}
-            hint={form.search === "brave" ? `Empty: ${"https://api.search.brave.com"}.` : "Your instance's base URL; it must allow format=json."}
+            hint={form.search === "brave" ? "Empty: Brave's public endpoint, https://api.search.brave.com." : "Your instance's base URL; it must allow format=json."}
           >
             <input id="web-searchUrl" value={form.searchUrl} placeholder={form.search === "brave" ? "https://api.search.brave.com" : "https://search.example.org"} onInput={(e) => setForm({ ...form, searchUrl: e.currentTarget.value })} aria-invalid={!!errors.searchUrl} />
           </Field>
