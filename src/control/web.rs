@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use crate::config::{BRAVE_KEY_NAME, KeyRef, WebConfig, WebFetch, WebSearch};
 use crate::control::{ControlError, ControlService, blocking, dto, edit, key_info, key_secret, keyring_of};
-use crate::search::http::{WebOptions, client};
+use crate::search::http::{WebOptions, api_client};
 use crate::search::search_provider;
 
 /// The longest test query.
@@ -101,7 +101,7 @@ impl ControlService {
             )));
         }
         let web = self.current().web;
-        let http = client(&WebOptions::from_config(&web)).map_err(|e| ControlError::Internal(e.to_string()))?;
+        let http = api_client(&WebOptions::from_config(&web)).map_err(|e| ControlError::Internal(e.to_string()))?;
         let started = Instant::now();
         let failed =
             |message: String| dto::WebTestResult { ok: false, hits: 0, first_title: None, latency_ms: 0, message };

@@ -82,12 +82,17 @@ impl HttpFetcher {
             })?,
             k => k,
         };
-        let text = String::from_utf8_lossy(&bytes);
-        // A cut in the middle of a character leaves a replacement character at the end.
-        let text = if truncated { text.trim_end_matches('\u{FFFD}') } else { &text };
+        let mut text = String::from_utf8_lossy(&bytes).into_owned();
+        if truncated {
+            // A cut in the middle of a character leaves a replacement character at the end.
+            text.truncate(text.trim_end_matches('\u{FFFD}').len());
+        }
         let markdown = match kind {
-            Body::Html => convert::html_to_markdown(text),
-            Body::Text | Body::Unknown => text.to_owned(),
+            // Parsing a large page is CPU work: off the async threads.
+            Body::Html => tokio::task::spawn_blocking(move || convert::html_to_markdown(&text))
+                .await
+                .map_err(|e| fail(format!("converting {final_url} failed: {e}")))?,
+            Body::Text | Body::Unknown => text,
         };
         Ok(FetchedPage { url: final_url, markdown, truncated })
     }

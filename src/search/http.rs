@@ -1,6 +1,6 @@
-//! The one HTTP client of the web tools, built from `[web]` values passed in: a
-//! `Keyhaven/<version>` User-Agent, a per-request timeout, at most [`MAX_REDIRECTS`] redirects and
-//! only to http(s). Also the helpers every caller shares: reading a body up to a cap, describing a
+//! The web tools' HTTP clients, built from `[web]` values passed in: a `Keyhaven/<version>`
+//! User-Agent and a per-request timeout; pages follow at most [`MAX_REDIRECTS`] redirects and only
+//! to http(s), search APIs (which carry a key) follow none. Also the helpers every caller shares: reading a body up to a cap, describing a
 //! transport error without its URL, and showing a URL without credentials.
 //!
 //! Invariant: no message built here carries a URL's user name or password, a request header or
@@ -36,7 +36,7 @@ impl WebOptions {
     }
 }
 
-/// Builds the shared client.
+/// Builds the page client (follows redirects, see [`MAX_REDIRECTS`]).
 pub fn client(opts: &WebOptions) -> Result<reqwest::Client, SearchError> {
     let policy = reqwest::redirect::Policy::custom(|attempt| {
         if attempt.previous().len() >= MAX_REDIRECTS {
@@ -48,6 +48,16 @@ pub fn client(opts: &WebOptions) -> Result<reqwest::Client, SearchError> {
             attempt.follow()
         }
     });
+    build(opts, policy)
+}
+
+/// Builds the search-API client: the same settings, but no redirects, because reqwest keeps
+/// custom headers (Brave's `X-Subscription-Token`) on a redirect to another host.
+pub fn api_client(opts: &WebOptions) -> Result<reqwest::Client, SearchError> {
+    build(opts, reqwest::redirect::Policy::none())
+}
+
+fn build(opts: &WebOptions, policy: reqwest::redirect::Policy) -> Result<reqwest::Client, SearchError> {
     reqwest::Client::builder()
         .user_agent(USER_AGENT)
         .timeout(opts.timeout)

@@ -24,6 +24,9 @@ pub(crate) fn status_error(provider: &str, status: reqwest::StatusCode) -> Searc
     let code = status.as_u16();
     SearchError::Provider(match code {
         401 | 403 => format!("{provider} refused the request (HTTP {code}): check the API key"),
+        300..=399 => {
+            format!("{provider} answered with a redirect (HTTP {code}); set search_url to the address it redirects to")
+        }
         429 => format!("{provider} rate limit reached (HTTP 429); try again later"),
         500..=599 => format!("{provider} is unavailable (HTTP {code}); try again later"),
         _ => format!("{provider} answered HTTP {code}"),

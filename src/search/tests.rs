@@ -14,7 +14,7 @@ use secrecy::SecretString;
 
 use crate::config::{KeyRef, WebConfig, WebFetch, WebSearch};
 use crate::search::convert::{html_to_markdown, strip_tags};
-use crate::search::http::{USER_AGENT, WebOptions, client};
+use crate::search::http::{USER_AGENT, WebOptions, api_client, client};
 use crate::search::{BraveSearch, HttpFetcher, PageFetcher, SearchError, SearchProvider, Searxng, WebTools, render};
 use crate::secrets::{Keyring, MemoryKeyring, Secrets};
 
@@ -172,12 +172,12 @@ fn secrets_with_key() -> Secrets {
 
 fn brave(base: &str, secrets: Secrets) -> BraveSearch {
     let o = opts(1 << 20);
-    BraveSearch::new(client(&o).expect("client"), base, secrets, KeyRef::Keyring("brave-search".into()), o.timeout)
+    BraveSearch::new(api_client(&o).expect("client"), base, secrets, KeyRef::Keyring("brave-search".into()), o.timeout)
 }
 
 fn searxng(base: &str) -> Searxng {
     let o = opts(1 << 20);
-    Searxng::new(client(&o).expect("client"), base, o.timeout)
+    Searxng::new(api_client(&o).expect("client"), base, o.timeout)
 }
 
 const BRAVE_OK: &str = r#"{"type":"search","web":{"results":[
@@ -206,6 +206,7 @@ async fn brave_errors_are_clear_and_never_carry_the_key() {
         (401, r#"{"error":"unauthorized"}"#, "HTTP 401): check the API key"),
         (429, r#"{"error":"rate"}"#, "rate limit reached (HTTP 429)"),
         (503, "{}", "unavailable (HTTP 503)"),
+        (302, "{}", "answered with a redirect (HTTP 302)"),
         (200, "{not json", "not the expected JSON"),
         (200, r#"{"web":{"results":[{"title":"no url"}]}}"#, "not the expected JSON"),
     ] {
@@ -273,4 +274,18 @@ fn web_tools_follow_the_config() {
 fn snippets_and_fragments_convert() {
     assert_eq!(strip_tags("a <b>bold</b> &amp; &#39;quoted&#x27; &unknown; 1 < 2"), "a bold & 'quoted' &unknown; 1 ");
     assert_eq!(html_to_markdown("<p>x</p>\n\n\n\n<p>y</p>"), "x\n\ny");
+}
+
+#[tokio::test]
+async fn a_search_api_redirect_is_not_followed_with_the_key() {
+    let (elsewhere, seen) = api(200, BRAVE_OK).await;
+    let target = format!("{elsewhere}/res/v1/web/search");
+    let app = Router::new().fallback(move || {
+        let target = target.clone();
+        async move { Redirect::temporary(&target) }
+    });
+    let base = serve(app).await;
+    let err = brave(&base, secrets_with_key()).search("q", 5).await.expect_err("a redirect");
+    assert!(err.to_string().contains("redirect (HTTP 307)"), "{err}");
+    assert!(seen.0.lock().expect("seen").is_empty(), "the key never went to the other host");
 }

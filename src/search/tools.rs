@@ -1,14 +1,15 @@
 //! [`WebTools`]: the search provider and page fetcher `[web]` asks for, built on one shared
 //! client. `search = "none"` gives no provider; `fetch = "editor"` gives no fetcher (the editor
-//! fetches). `app` installs the result into the Cursor backend; the control service builds a
-//! provider the same way for its test search.
+//! fetches). The fetcher and the providers use clients built from the same `[web]` options (the
+//! providers' follows no redirects). `app` installs the result into the Cursor backend; the
+//! control service builds a provider the same way for its test search.
 
 use std::sync::Arc;
 
 use crate::config::{WebConfig, WebFetch, WebSearch};
 use crate::search::brave::BraveSearch;
 use crate::search::fetch::HttpFetcher;
-use crate::search::http::{WebOptions, client};
+use crate::search::http::{WebOptions, api_client, client};
 use crate::search::searxng::Searxng;
 use crate::search::{PageFetcher, SearchError, SearchProvider};
 use crate::secrets::Secrets;
@@ -24,16 +25,15 @@ impl WebTools {
     /// Builds what `web` asks for. `secrets` resolves the Brave key on each search.
     pub fn from_config(web: &WebConfig, secrets: &Secrets) -> Result<WebTools, SearchError> {
         let opts = WebOptions::from_config(web);
-        let http = client(&opts)?;
         let fetcher: Option<Arc<dyn PageFetcher>> = match web.fetch {
-            WebFetch::Keyhaven => Some(Arc::new(HttpFetcher::new(http.clone(), &opts))),
+            WebFetch::Keyhaven => Some(Arc::new(HttpFetcher::new(client(&opts)?, &opts))),
             WebFetch::Editor => None,
         };
-        Ok(WebTools { search: search_provider(web, http, secrets)?, fetcher })
+        Ok(WebTools { search: search_provider(web, api_client(&opts)?, secrets)?, fetcher })
     }
 }
 
-/// The search provider `web` names, on `http` (`None` for `search = "none"`).
+/// The search provider `web` names, on `http` (an [`api_client`]; `None` for `search = "none"`).
 pub fn search_provider(
     web: &WebConfig,
     http: reqwest::Client,
