@@ -289,3 +289,16 @@ async fn a_search_api_redirect_is_not_followed_with_the_key() {
     assert!(err.to_string().contains("redirect (HTTP 307)"), "{err}");
     assert!(seen.0.lock().expect("seen").is_empty(), "the key never went to the other host");
 }
+
+#[tokio::test]
+async fn a_silent_search_api_is_a_timeout_in_words() {
+    let app = Router::new().fallback(|| async {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        "late"
+    });
+    let base = serve(app).await;
+    let o = WebOptions { timeout: Duration::from_millis(200), max_bytes: 1 << 20 };
+    let s = Searxng::new(api_client(&o).expect("client"), &base, o.timeout);
+    let err = s.search("q", 5).await.expect_err("timed out");
+    assert_eq!(err, SearchError::Provider("SearXNG did not answer within 0.2 s".into()));
+}
