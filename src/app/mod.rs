@@ -32,6 +32,7 @@ use crate::proxy::ca::{CaOrigin, CaPaths, KeyLocation, LocalCa};
 use crate::proxy::trust::TrustEnv;
 use crate::proxy::upstream::{Upstream, UpstreamOptions};
 use crate::proxy::{self, InterceptList, ModeSwitch, ProxyDeps, ProxyError, ProxyHandle, ProxyOptions, TracingSink};
+use crate::search::WebTools;
 use crate::secrets::Secrets;
 use crate::setup::{ClientTokens, SetupEnv};
 use crate::store::{Store, StoreError, StoreOptions};
@@ -51,6 +52,8 @@ pub enum EngineError {
     Proxy(#[from] ProxyError),
     #[error("control: {0}")]
     Control(String),
+    #[error("web tools: {0}")]
+    Web(String),
 }
 
 impl EngineError {
@@ -62,6 +65,7 @@ impl EngineError {
             EngineError::Catalog(_) => "catalog",
             EngineError::Proxy(e) => e.kind(),
             EngineError::Control(_) => "control",
+            EngineError::Web(_) => "web",
         }
     }
 }
@@ -349,7 +353,10 @@ async fn start_proxy(
         spawner,
     )?;
     let c = &config.file.cursor;
+    let web =
+        WebTools::from_config(&config.file.web, gateway.secrets()).map_err(|e| EngineError::Web(e.to_string()))?;
     let backend = Backend::new(gateway, Some(store), spawner.clone(), backend_options(config));
+    install_web_tools(&backend, web);
     let mode = ModeSwitch::new(config.file.proxy.mode);
     let state = api::cursor::CursorState::new(
         backend.clone(),
@@ -363,6 +370,20 @@ async fn start_proxy(
         ProxyDeps { ca: Arc::new(ca), service, upstream, mode, sink: Arc::new(TracingSink), spawner: spawner.clone() };
     let proxy = proxy::start(ProxyOptions::new(config.proxy_listen_addr()), deps).await?;
     Ok((proxy, CursorParts { backend, state }))
+}
+
+/// Installs `[web]`'s search provider and page fetcher into the Cursor backend: none with
+/// `search = "none"`, no fetcher with `fetch = "editor"` (the editor fetches).
+fn install_web_tools(backend: &Backend, web: WebTools) {
+    let searching = web.search.is_some();
+    let fetching = web.fetcher.is_some();
+    if let Some(search) = web.search {
+        backend.set_search_provider(search);
+    }
+    if let Some(fetcher) = web.fetcher {
+        backend.set_page_fetcher(fetcher);
+    }
+    tracing::debug!(search = searching, keyhaven_fetches = fetching, "web tools installed");
 }
 
 /// The Cursor backend's timing from `[cursor]` and the agent loop's limits from `[agent]`.

@@ -35,6 +35,106 @@ pub struct FileConfig {
     pub cursor: CursorConfig,
     #[serde(default)]
     pub setup: SetupConfig,
+    #[serde(default)]
+    pub web: WebConfig,
+}
+
+/// `[web]`: the agent's web tools (`web_search`, `fetch_url`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebConfig {
+    /// Who answers `web_search`: `none` (the model is told web search is unavailable), `brave`
+    /// (the Brave Search API, with a key) or `searxng` (a SearXNG instance, no key).
+    pub search: WebSearch,
+    /// The search provider's base URL. Defaults to Brave's public endpoint; required for SearXNG.
+    pub search_url: Option<String>,
+    /// Where the Brave Search API key is (`keyring:NAME` or `env:VAR`); never the key itself.
+    /// Unset: the keyring entry [`BRAVE_KEY_NAME`].
+    pub key: Option<KeyRef>,
+    /// Who fetches a page for `fetch_url` once the user approves: `keyhaven` or `editor`.
+    pub fetch: WebFetch,
+    /// The most bytes of one page Keyhaven reads; longer pages are cut and marked truncated.
+    pub fetch_max_bytes: u64,
+    /// Milliseconds one search or fetch may take (connect included).
+    pub timeout: u64,
+}
+
+/// The keyring entry the Brave Search API key is kept under when `[web] key` is unset.
+pub const BRAVE_KEY_NAME: &str = "brave-search";
+/// Brave Search's public API endpoint.
+pub const BRAVE_DEFAULT_URL: &str = "https://api.search.brave.com";
+/// The largest `fetch_max_bytes` the config accepts (64 MiB).
+pub const WEB_FETCH_MAX_BYTES_LIMIT: u64 = 64 * 1024 * 1024;
+
+impl Default for WebConfig {
+    fn default() -> WebConfig {
+        WebConfig {
+            search: WebSearch::None,
+            search_url: None,
+            key: None,
+            fetch: WebFetch::Keyhaven,
+            fetch_max_bytes: 2 * 1024 * 1024,
+            timeout: 20_000,
+        }
+    }
+}
+
+impl WebConfig {
+    /// The search provider's base URL without a trailing slash (`None` for `none`, or for
+    /// SearXNG without a URL, which validation refuses).
+    pub fn search_base_url(&self) -> Option<String> {
+        let given = self.search_url.as_deref().map(|u| u.trim_end_matches('/').to_owned()).filter(|u| !u.is_empty());
+        match self.search {
+            WebSearch::None => None,
+            WebSearch::Brave => Some(given.unwrap_or_else(|| BRAVE_DEFAULT_URL.to_owned())),
+            WebSearch::Searxng => given,
+        }
+    }
+
+    /// Where the Brave key is read from.
+    pub fn key_ref(&self) -> KeyRef {
+        self.key.clone().unwrap_or_else(|| KeyRef::Keyring(BRAVE_KEY_NAME.to_owned()))
+    }
+}
+
+/// `[web] search`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WebSearch {
+    #[default]
+    None,
+    Brave,
+    Searxng,
+}
+
+impl WebSearch {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WebSearch::None => "none",
+            WebSearch::Brave => "brave",
+            WebSearch::Searxng => "searxng",
+        }
+    }
+}
+
+/// `[web] fetch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WebFetch {
+    /// Keyhaven fetches the page after the user's approval and gives the model readable text.
+    #[default]
+    Keyhaven,
+    /// The Cursor editor fetches the page (through its exec channel).
+    Editor,
+}
+
+impl WebFetch {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WebFetch::Keyhaven => "keyhaven",
+            WebFetch::Editor => "editor",
+        }
+    }
 }
 
 /// `[setup]`: how Keyhaven treats the clients it routed (`keyhaven setup`, the Clients page).
@@ -755,9 +855,30 @@ fn validate(file: &str, text: &str, config: &FileConfig) -> Result<(), ConfigErr
             message: "cursor: first_message_wait, gap_wait and heartbeat must be > 0".into(),
         });
     }
+    validate_web(file, &config.web)?;
     let t = &config.timeouts;
     if t.connect == 0 || t.first_byte == 0 || t.total == 0 {
         return Err(ConfigError::Semantic { file: file.to_owned(), message: "timeouts: values must be > 0".into() });
+    }
+    Ok(())
+}
+
+fn validate_web(file: &str, web: &WebConfig) -> Result<(), ConfigError> {
+    let bad = |message: String| ConfigError::Semantic { file: file.to_owned(), message };
+    if let Some(url) = &web.search_url {
+        let u = url.trim_end_matches('/');
+        if !(u.starts_with("http://") || u.starts_with("https://")) || u.len() <= "https://".len() {
+            return Err(bad(format!("web.search_url: `{url}` is not an http(s) URL")));
+        }
+    }
+    if web.search == WebSearch::Searxng && web.search_url.is_none() {
+        return Err(bad("web.search_url: search = \"searxng\" needs the instance's URL".into()));
+    }
+    if web.fetch_max_bytes == 0 || web.fetch_max_bytes > WEB_FETCH_MAX_BYTES_LIMIT {
+        return Err(bad("web.fetch_max_bytes: must be between 1 and 67108864 (64 MiB)".into()));
+    }
+    if web.timeout == 0 {
+        return Err(bad("web.timeout: must be > 0".into()));
     }
     Ok(())
 }

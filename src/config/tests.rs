@@ -182,3 +182,34 @@ fn cursor_table_and_model_routes_parse_with_defaults() {
         GOOD.replace("upstream = \"claude-sonnet-4-5\"\n", "upstream = \"claude-sonnet-4-5\"\ncursor = \"cloud\"\n");
     assert!(load_str("c.toml", &bad_route).is_err());
 }
+
+#[test]
+fn web_section_defaults_and_validation() {
+    use crate::config::{BRAVE_DEFAULT_URL, WebFetch, WebSearch};
+    let c = load_str("c.toml", "").expect("empty");
+    assert_eq!(c.web.search, WebSearch::None);
+    assert_eq!(c.web.fetch, WebFetch::Keyhaven);
+    assert_eq!(c.web.fetch_max_bytes, 2 * 1024 * 1024);
+    assert_eq!(c.web.timeout, 20_000);
+    assert_eq!(c.web.search_base_url(), None);
+    assert_eq!(c.web.key_ref(), KeyRef::Keyring("brave-search".into()));
+
+    let c = load_str("c.toml", "[web]\nsearch = \"brave\"\nfetch = \"editor\"\n").expect("brave");
+    assert_eq!(c.web.search_base_url().as_deref(), Some(BRAVE_DEFAULT_URL));
+    assert_eq!(c.web.fetch, WebFetch::Editor);
+    let c =
+        load_str("c.toml", "[web]\nsearch = \"searxng\"\nsearch_url = \"http://127.0.0.1:8888/\"\nkey = \"env:X\"\n")
+            .expect("searxng");
+    assert_eq!(c.web.search_base_url().as_deref(), Some("http://127.0.0.1:8888"));
+    assert_eq!(c.web.key_ref(), KeyRef::Env("X".into()));
+
+    let err = load_str("c.toml", "[web]\nsearch = \"searxng\"\n").expect_err("searxng needs a URL");
+    assert!(err.to_string().contains("web.search_url"), "{err}");
+    let err = load_str("c.toml", "[web]\nsearch_url = \"ftp://x.org\"\n").expect_err("http only");
+    assert!(err.to_string().contains("not an http(s) URL"), "{err}");
+    assert!(load_str("c.toml", "[web]\nsearch = \"google\"\n").is_err());
+    assert!(load_str("c.toml", "[web]\nfetch_max_bytes = 0\n").is_err());
+    assert!(load_str("c.toml", "[web]\ntimeout = 0\n").is_err());
+    let err = load_str("c.toml", "[web]\nkey = \"BSA-plaintext\"\n").expect_err("no plaintext keys");
+    assert!(err.to_string().contains("keyring:NAME"), "{err}");
+}

@@ -710,6 +710,83 @@ pub struct SettingsApplied {
     pub restart_required: Vec<String>,
 }
 
+/// `[web] search`: who answers the agent's `web_search` tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub enum WebSearchKind {
+    /// No provider: the model is told web search is unavailable.
+    None,
+    /// The Brave Search API (needs a key).
+    Brave,
+    /// A SearXNG instance (needs its URL, no key).
+    Searxng,
+}
+
+/// `[web] fetch`: who fetches a page for `fetch_url` once the user approves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub enum WebFetchMode {
+    /// Keyhaven fetches and gives the model readable text.
+    Keyhaven,
+    /// The Cursor editor fetches.
+    Editor,
+}
+
+/// The web tools' settings (`[web]`). The Brave key is write-only: only whether it is set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct WebSettings {
+    pub search: WebSearchKind,
+    /// The configured base URL (`null`: the provider's default, if it has one).
+    pub search_url: Option<String>,
+    /// The URL searches actually go to (Brave's public endpoint when `searchUrl` is unset).
+    pub effective_search_url: Option<String>,
+    pub fetch: WebFetchMode,
+    pub fetch_max_bytes: u64,
+    pub timeout_ms: u64,
+    /// Where the Brave key is and whether it is there.
+    pub key: KeyInfo,
+    /// The file differs from what the running engine uses: the change applies at the next start
+    /// (the key applies at once).
+    pub restart_required: bool,
+}
+
+/// Fields to change; `null` leaves a field as it is. `searchUrl: ""` removes the URL.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct WebSettingsInput {
+    pub search: Option<WebSearchKind>,
+    pub search_url: Option<String>,
+    pub fetch: Option<WebFetchMode>,
+    pub fetch_max_bytes: Option<u64>,
+    pub timeout_ms: Option<u64>,
+}
+
+/// `POST /api/web/test`: one query through the configured provider.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct WebTestInput {
+    pub query: String,
+}
+
+/// What the test search found, or why it failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct WebTestResult {
+    pub ok: bool,
+    pub hits: u32,
+    /// The first result's title, when there is one.
+    pub first_title: Option<String>,
+    pub latency_ms: u64,
+    pub message: String,
+}
+
 /// The engine's lifecycle state, as the tray app's supervisor sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use toml_edit::{Array, ArrayOfTables, DocumentMut, InlineTable, Item, Table, Value};
 
-use crate::config::{FileConfig, ProviderKind, load_str};
+use crate::config::{FileConfig, ProviderKind, WebFetch, WebSearch, load_str};
 use crate::control::{ControlError, ControlService, blocking, dto};
 use crate::pricing::PriceTable;
 use crate::provider::Catalog;
@@ -180,6 +180,37 @@ pub(crate) fn set_in_table(doc: &mut DocumentMut, table: &str, key: &str, v: Val
     if let Ok(t) = table_mut(doc, table) {
         set(t, key, v);
     }
+}
+
+/// Writes the given `[web]` fields (`searchUrl: ""` removes the URL).
+pub(crate) fn set_web(doc: &mut DocumentMut, w: &dto::WebSettingsInput) -> Result<(), ControlError> {
+    let t = table_mut(doc, "web")?;
+    if let Some(k) = w.search {
+        let v = match k {
+            dto::WebSearchKind::None => WebSearch::None,
+            dto::WebSearchKind::Brave => WebSearch::Brave,
+            dto::WebSearchKind::Searxng => WebSearch::Searxng,
+        };
+        set(t, "search", Value::from(v.as_str()));
+    }
+    if let Some(url) = &w.search_url {
+        let url = url.trim();
+        set_opt(t, "search_url", (!url.is_empty()).then(|| Value::from(url)));
+    }
+    if let Some(f) = w.fetch {
+        let v = match f {
+            dto::WebFetchMode::Keyhaven => WebFetch::Keyhaven,
+            dto::WebFetchMode::Editor => WebFetch::Editor,
+        };
+        set(t, "fetch", Value::from(v.as_str()));
+    }
+    if let Some(n) = w.fetch_max_bytes {
+        set(t, "fetch_max_bytes", int(n));
+    }
+    if let Some(n) = w.timeout_ms {
+        set(t, "timeout", int(n));
+    }
+    Ok(())
 }
 
 fn array_mut<'a>(doc: &'a mut DocumentMut, name: &str) -> Result<&'a mut ArrayOfTables, ControlError> {

@@ -30,6 +30,7 @@ mod edit;
 pub mod logs;
 pub mod token;
 mod usage;
+mod web;
 
 #[cfg(test)]
 mod bindings;
@@ -183,6 +184,8 @@ struct Inner {
     started: Instant,
     /// The config currently applied (the file's last validated content).
     current: RwLock<FileConfig>,
+    /// `[web]` as the engine started with it (its tools are installed once per start).
+    started_web: crate::config::WebConfig,
 }
 
 /// The management service. Cheap to clone.
@@ -206,6 +209,7 @@ impl ControlService {
         ControlService {
             inner: Arc::new(Inner {
                 config: ConfigFile::new(deps.config_path),
+                started_web: deps.file.web.clone(),
                 current: RwLock::new(deps.file),
                 gateway: deps.gateway,
                 store: deps.store,
@@ -447,11 +451,7 @@ impl ControlService {
     /// Stores a provider's key in the keyring. A provider without a key reference gets
     /// `key = "keyring:<provider>"`; one whose key comes from an environment variable is refused.
     pub async fn set_provider_key(&self, provider: &str, input: dto::KeyInput) -> Result<dto::KeyInfo, ControlError> {
-        let value = input.value.trim().to_owned();
-        if value.is_empty() || value.len() > 8192 || value.chars().any(char::is_control) {
-            return Err(ControlError::Invalid("the key must be 1 to 8192 printable characters".into()));
-        }
-        let secret = SecretString::from(value);
+        let secret = key_secret(input)?;
         let file = self.current();
         let p = file
             .providers
@@ -858,6 +858,15 @@ impl ControlService {
     pub fn retention_days(&self) -> u32 {
         self.inner.retention_days.load(Ordering::Relaxed)
     }
+}
+
+/// A key from the UI, checked: 1 to 8192 printable characters (surrounding blanks dropped).
+fn key_secret(input: dto::KeyInput) -> Result<SecretString, ControlError> {
+    let value = input.value.trim().to_owned();
+    if value.is_empty() || value.len() > 8192 || value.chars().any(char::is_control) {
+        return Err(ControlError::Invalid("the key must be 1 to 8192 printable characters".into()));
+    }
+    Ok(SecretString::from(value))
 }
 
 fn key_info(key: &KeyRef, keyring: &dyn Keyring, secrets: &crate::secrets::Secrets) -> dto::KeyInfo {

@@ -87,6 +87,16 @@ impl Backend {
         self.fetcher.set(fetcher).is_ok()
     }
 
+    /// The installed web search provider, if any.
+    pub fn search_provider(&self) -> Option<&Arc<dyn crate::search::SearchProvider>> {
+        self.search.get()
+    }
+
+    /// The installed server-side page fetcher, if any (`None`: the editor fetches).
+    pub fn page_fetcher(&self) -> Option<&Arc<dyn crate::search::PageFetcher>> {
+        self.fetcher.get()
+    }
+
     pub fn gateway(&self) -> &Arc<Gateway> {
         &self.gateway
     }

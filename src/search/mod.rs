@@ -3,8 +3,30 @@
 //! provider the tool tells the model plainly that web search is unavailable; without a fetcher
 //! pages are fetched by the editor (exec `fetch_args`).
 //!
+//! Implementations, one job per file: [`http`] (the one client: User-Agent, timeout, redirect
+//! limit, capped reads), [`fetch`] ([`HttpFetcher`]), [`convert`] (HTML to Markdown, snippet
+//! tags), [`brave`] and [`searxng`] (the providers), `provider` (their shared status and JSON
+//! handling) and [`tools`] ([`WebTools`], built from `[web]`).
+//!
 //! Invariant: `search` names no front end; it is traits, their data types and implementations,
-//! so providers can be added without touching `cursor`.
+//! so providers can be added without touching `cursor`. It reads no environment: the client is
+//! built from `[web]` values and the Brave key comes through [`crate::secrets::Secrets`].
+
+pub mod brave;
+pub mod convert;
+pub mod fetch;
+pub mod http;
+mod provider;
+pub mod searxng;
+pub mod tools;
+
+#[cfg(test)]
+mod tests;
+
+pub use brave::BraveSearch;
+pub use fetch::HttpFetcher;
+pub use searxng::Searxng;
+pub use tools::{WebTools, search_provider};
 
 use futures::future::BoxFuture;
 

@@ -222,6 +222,16 @@ await run(async (keep) => {
   check(/export OPENAI_API_KEY='kh-[0-9a-f]{64}'/.test(copied), "the clipboard has the exports with the token");
   check((await exportsPre.innerText()).trim() === copied.trim(), "the page shows what was copied");
 
+  step("Settings: the Web tools section saves the provider; the Brave key field is write-only");
+  await nav("Settings");
+  const web = page.locator("#web-tools");
+  await web.getByRole("heading", { name: "Web tools" }).waitFor();
+  await web.locator("#web-search").selectOption("brave");
+  check((await web.locator("#web-key").getAttribute("type")) === "password", "the key field is a password field");
+  await web.getByRole("button", { name: "Save web tools" }).click();
+  await web.locator("#web-restart").waitFor();
+  check((await control("/api/web")).search === "brave", "the provider was saved");
+
   step("screenshots of every page, light and dark");
   for (const scheme of ["light", "dark"]) {
     await page.emulateMedia({ colorScheme: scheme });

@@ -29,3 +29,4 @@ mod tool_faults;
 mod tool_round;
 mod transcripts;
 mod ui_e2e;
+mod web_tools;

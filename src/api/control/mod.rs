@@ -32,6 +32,9 @@
 //!        (the generic client's shell exports; only the POST answer carries its token)
 //! GET    /api/logs?n=200 | ?after=SEQ
 //! GET    /api/settings                  PUT /api/settings
+//! GET    /api/web                       PUT /api/web          (web tools: search provider, fetch mode)
+//! PUT    /api/web/key                   DELETE /api/web/key   (the Brave Search key, write-only)
+//! POST   /api/web/test                  (one test search: hit count or the error)
 //! ```
 
 pub mod guard;
@@ -149,6 +152,9 @@ fn routes() -> Router<ControlService> {
         .route("/api/clients/env/undo", post(undo_env))
         .route("/api/logs", get(logs))
         .route("/api/settings", get(settings).put(set_settings))
+        .route("/api/web", get(web_settings).put(set_web_settings))
+        .route("/api/web/key", put(set_web_key).delete(delete_web_key))
+        .route("/api/web/test", post(test_web_search))
 }
 
 /// The largest answer [`LocalControl::call`] reads back.
@@ -405,4 +411,27 @@ async fn settings(State(s): Svc) -> Res<dto::Settings> {
 
 async fn set_settings(State(s): Svc, body: Bytes) -> Res<dto::SettingsApplied> {
     ok(s.set_settings(json(&body)?).await)
+}
+
+async fn web_settings(State(s): Svc) -> Res<dto::WebSettings> {
+    ok(s.web_settings().await)
+}
+
+async fn set_web_settings(State(s): Svc, body: Bytes) -> Res<dto::WebSettings> {
+    ok(s.set_web_settings(json(&body)?).await)
+}
+
+async fn set_web_key(State(s): Svc, body: Bytes) -> Res<dto::WebSettings> {
+    // A generic message: serde's could quote the key back.
+    let input: dto::KeyInput = serde_json::from_slice(&body)
+        .map_err(|_| CtlError(ControlError::Invalid(r#"expected {"value": "<key>"}"#.into())))?;
+    ok(s.set_web_key(input).await)
+}
+
+async fn delete_web_key(State(s): Svc) -> Res<dto::WebSettings> {
+    ok(s.delete_web_key().await)
+}
+
+async fn test_web_search(State(s): Svc, body: Bytes) -> Res<dto::WebTestResult> {
+    ok(s.test_web_search(json(&body)?).await)
 }

@@ -380,6 +380,39 @@ export type SettingsApplied = { settings: Settings,
  */
 restartRequired: Array<string>, };
 
+export type WebSearchKind = "none" | "brave" | "searxng";
+
+export type WebFetchMode = "keyhaven" | "editor";
+
+export type WebSettings = { search: WebSearchKind, 
+/**
+ * The configured base URL (`null`: the provider's default, if it has one).
+ */
+searchUrl: string | null, 
+/**
+ * The URL searches actually go to (Brave's public endpoint when `searchUrl` is unset).
+ */
+effectiveSearchUrl: string | null, fetch: WebFetchMode, fetchMaxBytes: number, timeoutMs: number, 
+/**
+ * Where the Brave key is and whether it is there.
+ */
+key: KeyInfo, 
+/**
+ * The file differs from what the running engine uses: the change applies at the next start
+ * (the key applies at once).
+ */
+restartRequired: boolean, };
+
+export type WebSettingsInput = { search: WebSearchKind | null, searchUrl: string | null, fetch: WebFetchMode | null, fetchMaxBytes: number | null, timeoutMs: number | null, };
+
+export type WebTestInput = { query: string, };
+
+export type WebTestResult = { ok: boolean, hits: number, 
+/**
+ * The first result's title, when there is one.
+ */
+firstTitle: string | null, latencyMs: number, message: string, };
+
 export type EngineState = "starting" | "running" | "stopping" | "stopped" | "error";
 
 export type AppStatus = { state: EngineState, 

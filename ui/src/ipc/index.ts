@@ -39,6 +39,9 @@ import type {
   UsageReport,
   UsageSeries,
   UsageSeriesQuery,
+  WebSettings,
+  WebSettingsInput,
+  WebTestResult,
 } from "./bindings.gen";
 
 export type * from "./bindings.gen";
@@ -230,6 +233,13 @@ export function createApi(t: Transport) {
 
     settings: () => t.request<Settings>("GET", "/api/settings"),
     setSettings: (s: SettingsInput) => t.request<SettingsApplied>("PUT", "/api/settings", s),
+
+    // The agent's web tools (`[web]`); the Brave key is write-only like provider keys.
+    web: () => t.request<WebSettings>("GET", "/api/web"),
+    setWeb: (w: WebSettingsInput) => t.request<WebSettings>("PUT", "/api/web", w),
+    setWebKey: (value: string) => t.request<WebSettings>("PUT", "/api/web/key", { value }),
+    deleteWebKey: () => t.request<WebSettings>("DELETE", "/api/web/key"),
+    testWebSearch: (query: string) => t.request<WebTestResult>("POST", "/api/web/test", { query }),
 
     // The app window only (the shell's supervisor); a browser gets 404 `not_found`.
     app: () => t.request<AppStatus>("GET", "/api/app"),

@@ -1,6 +1,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { api, inApp, type AppStatus, type Settings, type SettingsApplied } from "../ipc";
 import { ErrorNotice, Field, View, useAction, useLoad } from "../ui";
+import { WebToolsSection } from "./web";
 
 interface Form {
   listen: string;
@@ -132,10 +133,12 @@ function StartOnLogin() {
 
 export function SettingsPage(_: { args: string[] }) {
   const res = useLoad(() => api().settings());
+  const web = useLoad(() => api().web());
   return (
     <>
       {inApp() && <StartOnLogin />}
       <View res={res}>{(s) => <SettingsForm s={s} onSaved={res.reload} />}</View>
+      <View res={web}>{(w) => <WebToolsSection initial={w} />}</View>
     </>
   );
 }
