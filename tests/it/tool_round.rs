@@ -211,7 +211,8 @@ async fn ask_mode_offers_only_read_only_tools() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn todos_stay_server_side_diagnostics_and_fetch_run_on_the_client_and_search_needs_a_provider() {
-    let s = cursor_client::start("").await;
+    // `fetch = "editor"`: pages are fetched by the editor (the default fetches in Keyhaven).
+    let s = cursor_client::start_with("", "\n[web]\nfetch = \"editor\"\n").await;
     s.ws.write("src/lib.rs", "fn a() {}\n// FIXME: handle errors\n");
     s.mock.push(Reply::sse(&oa_tools(&[
         (
@@ -321,5 +322,77 @@ async fn a_written_file_streams_into_its_edit_card_and_steps_are_framed() {
         .collect();
     assert_eq!(steps, vec!["start 1", "tool", "done 1", "start 2", "done 2", "end"]);
     assert!(matches!(updates.first(), Some(interaction_update::Message::StepStarted(_))));
+    s.te.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyhaven_fetches_a_page_after_the_users_approval() {
+    use keyhaven::cursor::protocol::agent::{interaction_query, interaction_response, web_fetch_result};
+    // A local web page.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let app = axum::Router::new().route(
+        "/docs",
+        axum::routing::get(|| async {
+            axum::response::Html("<html><head><title>Docs</title><script>x()</script></head><body><h1>Install</h1><p>Run <code>make</code>.</p></body></html>")
+        }),
+    );
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let mut s = cursor_client::start("").await;
+    // The user approves the docs page and declines anything else.
+    s.user = std::sync::Arc::new(|q: &agent::InteractionQuery| {
+        let Some(interaction_query::Query::WebFetchRequestQuery(f)) = &q.query else { return None };
+        let url = f.args.as_ref().map(|a| a.url.clone()).unwrap_or_default();
+        let result = if url.ends_with("/docs") {
+            agent::web_fetch_request_response::Result::Approved(agent::WebFetchApproved {})
+        } else {
+            agent::web_fetch_request_response::Result::Rejected(agent::WebFetchRejected {
+                reason: "not that one".into(),
+            })
+        };
+        Some(interaction_response::Result::WebFetchRequestResponse(agent::WebFetchRequestResponse {
+            result: Some(result),
+        }))
+    });
+    let page = format!("http://{addr}/docs");
+    s.mock.push(Reply::sse(&oa_tools(&[
+        ("c-page", "fetch_url", json!({"url": page})),
+        ("c-other", "fetch_url", json!({"url": format!("http://{addr}/private")})),
+    ])));
+    s.mock.push(Reply::sse(&oa_text("Run make.")));
+    let seen = s.turn(&Turn::new("req-wf", "conv-wf", "how do I install?")).await;
+    assert_eq!(seen.end, Some(Default::default()));
+
+    assert!(seen.execs().is_empty(), "nothing is fetched by the editor");
+    let asked: Vec<String> = seen
+        .queries()
+        .iter()
+        .filter_map(|q| match &q.query {
+            Some(interaction_query::Query::WebFetchRequestQuery(f)) => {
+                assert!(!f.skip_approval);
+                f.args.as_ref().map(|a| format!("{} {}", a.tool_call_id, a.url))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert!(asked.contains(&format!("c-page {page}")), "{asked:?}");
+    let Some(tool_call::Tool::WebFetchToolCall(card)) = seen.completed("c-page").tool else {
+        panic!("a web fetch card")
+    };
+    let Some(web_fetch_result::Result::Success(ok)) = card.result.and_then(|r| r.result) else { panic!("fetched") };
+    assert!(ok.markdown.contains("Install") && ok.markdown.contains("make"), "{}", ok.markdown);
+    assert!(!ok.markdown.contains("x()"), "scripts are dropped: {}", ok.markdown);
+
+    let up = s.mock.seen();
+    let tools = tool_contents(&up[1].body);
+    let text = |id: &str| tools.iter().find(|(i, _)| i == id).map(|(_, t)| t.clone()).expect("a result");
+    assert!(text("c-page").contains("Install"), "{}", text("c-page"));
+    assert!(text("c-other").contains("declined") && text("c-other").contains("not that one"), "{}", text("c-other"));
+    let Some(tool_call::Tool::WebFetchToolCall(card)) = seen.completed("c-other").tool else {
+        panic!("a web fetch card")
+    };
+    assert!(matches!(card.result.and_then(|r| r.result), Some(web_fetch_result::Result::Rejected(_))));
+    server.abort();
     s.te.stop().await;
 }
