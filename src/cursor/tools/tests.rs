@@ -161,6 +161,54 @@ mod stream {
         chars.chunks(n).map(|c| s.push(&c.iter().collect::<String>())).collect()
     }
 
+    /// A small deterministic generator (xorshift), so the cases are the same on every run.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            usize::try_from(self.next() % u64::try_from(n).unwrap_or(1)).unwrap_or(0)
+        }
+    }
+
+    #[test]
+    fn random_values_round_trip_and_random_bytes_never_panic() {
+        let alphabet: Vec<char> = "ab \"\\/\n\t{}[]:,é😀\u{1}\u{7f}\u{2028}".chars().collect();
+        let mut rng = Rng(0x5eed_cafe);
+        for _ in 0..500 {
+            let len = rng.below(40);
+            let value: String = (0..len).map(|_| alphabet[rng.below(alphabet.len())]).collect();
+            let json = serde_json::json!({"a": [1, {"contents": "x"}], "contents": value, "z": null}).to_string();
+            // Valid JSON in random chunks: exactly the value.
+            let chars: Vec<char> = json.chars().collect();
+            let mut f = FieldStream::new("contents");
+            let mut out = String::new();
+            let mut i = 0;
+            while i < chars.len() {
+                let n = 1 + rng.below(8);
+                let end = (i + n).min(chars.len());
+                out.push_str(&f.push(&chars[i..end].iter().collect::<String>()));
+                i = end;
+            }
+            assert_eq!(out, value, "{json}");
+            // The same text cut short or mangled: no panic, and never more than the value's length.
+            let cut = rng.below(chars.len() + 1);
+            let mut mangled: Vec<char> = chars[..cut].to_vec();
+            if !mangled.is_empty() {
+                let at = rng.below(mangled.len());
+                mangled[at] = alphabet[rng.below(alphabet.len())];
+            }
+            let got = stream(&mangled.iter().collect::<String>(), "contents", 1 + rng.below(5));
+            assert!(got.chars().count() <= json.chars().count(), "{got:?}");
+        }
+    }
+
     #[test]
     fn yields_the_decoded_field_whatever_the_chunking() {
         let value = "line \"one\"\n\ttab \\ slash / é 😀 end";
