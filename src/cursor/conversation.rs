@@ -18,19 +18,24 @@
 //!   are loaded from the store too; the checkpoint publisher decides what they are trusted for
 //!   (`checkpoint::worker`).
 //! - Todos are kept here, server-side, per conversation ([`Conversation::todos`]); the
-//!   `update_todos` tool replaces or merges them and checkpoints read them.
+//!   `update_todos` tool replaces or merges them and checkpoints read them. Every published
+//!   checkpoint is stored, so a conversation loaded from the store takes its todo list from its
+//!   latest stored checkpoint.
 //! - The registry is bounded; idle conversations beyond the bound are dropped from memory (their
 //!   transcript stays in the store).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+use prost::Message as _;
+
 use crate::cursor::blobs::BlobId;
-use crate::cursor::protocol::agent::TodoItem;
+use crate::cursor::checkpoint::worker::STORED_VERSION;
+use crate::cursor::protocol::agent::{ConversationStateStructure, TodoItem};
 use crate::cursor::tools::todos::TodoList;
 use crate::model::Entry;
 use crate::run::{CommandResult, RunCommand, RunHandle, Transcript};
-use crate::store::{ConversationOp, Store};
+use crate::store::{CheckpointRecord, ConversationOp, Store};
 
 /// Conversations kept in memory at most (idle ones beyond are dropped).
 const MAX_CONVERSATIONS: usize = 256;
@@ -57,6 +62,7 @@ pub struct Conversation {
 struct Loaded {
     pending: Vec<Entry>,
     acked_blobs: HashSet<BlobId>,
+    todos: Vec<TodoItem>,
 }
 
 impl Conversation {
@@ -67,7 +73,7 @@ impl Conversation {
             current: Mutex::new(None),
             acked_blobs: Arc::new(Mutex::new(loaded.acked_blobs)),
             pending: Mutex::new(loaded.pending),
-            todo_list: Arc::default(),
+            todo_list: Arc::new(TodoList::from(loaded.todos)),
             store,
         }
     }
@@ -205,7 +211,30 @@ async fn load_rest(store: &Store, id: &str) -> Loaded {
         Vec::new()
     });
     let acked_blobs = acked.into_iter().filter_map(|b| BlobId::try_from(b.as_slice()).ok()).collect();
-    Loaded { pending, acked_blobs }
+    let todos = match store.latest_checkpoint(id).await {
+        Ok(Some(record)) => stored_todos(&record),
+        Ok(None) => Vec::new(),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read a conversation's latest checkpoint; its todo list starts empty");
+            Vec::new()
+        }
+    };
+    Loaded { pending, acked_blobs, todos }
+}
+
+/// The todo list of a stored checkpoint (the engine's own copy of the list; undecodable parts
+/// are skipped).
+fn stored_todos(record: &CheckpointRecord) -> Vec<TodoItem> {
+    if record.version != STORED_VERSION {
+        return Vec::new();
+    }
+    match ConversationStateStructure::decode(record.state.as_slice()) {
+        Ok(state) => state.todos.iter().filter_map(|t| TodoItem::decode(t.as_slice()).ok()).collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "a stored checkpoint does not decode; its todo list is not restored");
+            Vec::new()
+        }
+    }
 }
 
 fn now_ms() -> i64 {

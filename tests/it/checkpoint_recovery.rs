@@ -7,7 +7,8 @@
 //! nothing for a completed conversation, and a run nobody reads is canceled after the grace
 //! period; a large conversation's checkpoints stay under 512 KB; pending messages and the
 //! acknowledged blob ids survive an engine restart (acks trusted only while the client's request
-//! references them); todos written during a turn are in that turn's checkpoints.
+//! references them); todos written during a turn are in that turn's checkpoints and survive a
+//! restart through the engine's stored checkpoint.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -495,10 +496,16 @@ async fn todos_written_during_a_turn_are_in_that_turns_checkpoints() {
     assert!(todos(&states[0]).is_empty(), "before the tool ran the list was empty");
     assert_eq!(todos(&states[1]), vec!["fix lints"], "the tool round's checkpoint has the new list");
     assert_eq!(todos(&states[2]), vec!["fix lints"], "and the final one");
-    // The engine keeps the list in memory: after a restart it comes from the client's checkpoint.
+    // After a restart the engine has the list from its stored checkpoint, also when the client
+    // sends no state at all.
     let s = s.restart().await;
     s.mock.push(Reply::sse(&oa_text("Still planned.")));
-    let two = s.turn(&Turn::new("req-t2", "conv-t", "go on").with_state(seen.last_checkpoint())).await;
+    let two = s.turn(&Turn::new("req-t2", "conv-t", "go on")).await;
     assert_eq!(todos(&two.last_checkpoint().expect("checkpoint")), vec!["fix lints"]);
+    // And with the client's state as well (the same list, not doubled).
+    let s = s.restart().await;
+    s.mock.push(Reply::sse(&oa_text("Still planned.")));
+    let three = s.turn(&Turn::new("req-t3", "conv-t", "go on").with_state(two.last_checkpoint())).await;
+    assert_eq!(todos(&three.last_checkpoint().expect("checkpoint")), vec!["fix lints"]);
     s.te.stop().await;
 }

@@ -5,6 +5,7 @@
 //! and later requests grow from it append-only again; a compaction mid-turn is checkpointed at
 //! once (before the turn ends).
 
+use keyhaven::cursor::protocol::agent::agent_server_message;
 use keyhaven::cursor::protocol::agent::interaction_update::Message as U;
 use serde_json::json;
 
@@ -102,6 +103,34 @@ async fn the_summarize_action_compacts_the_conversation_and_ends_the_turn() {
         summary_frames(&seen.updates()),
         vec!["started".to_owned(), "summary we talked about one question".to_owned(), "completed".to_owned()]
     );
+    // The compacted state is published (its blobs acknowledged first), before turn_ended.
+    let checkpoint_at = seen
+        .msgs
+        .iter()
+        .position(|m| matches!(m.message, Some(agent_server_message::Message::ConversationCheckpointUpdate(_))))
+        .expect("a checkpoint of the compacted state");
+    let ended_at = seen
+        .msgs
+        .iter()
+        .position(|m| match &m.message {
+            Some(agent_server_message::Message::InteractionUpdate(u)) => matches!(u.message, Some(U::TurnEnded(_))),
+            _ => false,
+        })
+        .expect("turn_ended");
+    assert!(checkpoint_at < ended_at);
+    let state = seen.last_checkpoint().expect("checkpoint");
+    let roots: Vec<String> = {
+        let store = s.blobs.lock().expect("blobs");
+        state
+            .root_prompt_messages_json
+            .iter()
+            .map(|id| {
+                let data = store.get(id).expect("the client holds every referenced blob");
+                serde_json::from_slice::<keyhaven::cursor::checkpoint::RootBlob>(data).expect("root").id
+            })
+            .collect()
+    };
+    assert_eq!(roots, vec!["system:conv-sum", "req-s2:c0:summary", "req-s2:c0:ack"], "the compacted roots");
     let seen = s.turn(&Turn::new("req-s3", "conv-sum", "and now?")).await;
     assert_eq!(seen.end, Some(Default::default()));
     let up = s.mock.seen();
@@ -155,7 +184,7 @@ async fn a_summarize_action_during_a_run_compacts_before_the_next_model_call() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compaction_mid_turn_publishes_a_checkpoint_of_the_compacted_transcript_before_turn_ended() {
     use keyhaven::cursor::checkpoint::RootBlob;
-    use keyhaven::cursor::protocol::agent::{self, agent_server_message};
+    use keyhaven::cursor::protocol::agent;
     let s = cursor_client::start_with("compact_at = 8", SMALL_MODEL).await;
     s.ws.write("a.txt", "alpha\n");
     s.mock.push(Reply::sse(&oa_tools(&[("c-read", "read_file", json!({"path": "a.txt"}))])));

@@ -7,16 +7,24 @@
 //! catalog's `context_window`), or after a mid-run `summarize_action`. A `summarize_action` as
 //! the run request's own action compacts the conversation at once and ends the turn with
 //! `turn_ended` and `{}` (an assistant acknowledgement follows the summary there, so the next
-//! user message never follows another user message). Either way the transcript is replaced explicitly (the one exception
-//! to append-only; the store's copy is replaced in one transaction), and later turns append to
-//! the compacted transcript again.
+//! user message never follows another user message) and publishes the compacted state as a
+//! checkpoint (blobs acknowledged first) before `turn_ended`. Either way the transcript is
+//! replaced explicitly (the one exception to append-only; the store's copy is replaced in one
+//! transaction), and later turns append to the compacted transcript again.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 
-use crate::cursor::agent::{AgentDeps, TurnEnd};
+use crate::cursor::agent::{AgentDeps, Routes, TurnEnd, pump};
+use crate::cursor::blobs::{BlobChannel, BlobId};
+use crate::cursor::checkpoint::Meta;
+use crate::cursor::checkpoint::worker::{Publisher, Snapshot};
 use crate::cursor::protocol::agent::{self, AgentMode, McpToolDefinition, interaction_update};
 use crate::cursor::protocol::events::{self, TurnUsage};
 use crate::cursor::tools::catalog::Catalog;
+use crate::cursor::tools::exec::ExecChannel;
+use crate::cursor::tools::query::QueryChannel;
 use crate::cursor::transport::Transport;
 use crate::model::{Entry, Message, Role};
 use crate::run::compaction::summarized;
@@ -34,14 +42,24 @@ pub fn summary_completed() -> agent::AgentServerMessage {
     events::update(interaction_update::Message::SummaryCompleted(agent::SummaryCompletedUpdate { hook_message: None }))
 }
 
+/// What the `summarize_action` run request says about the client's state.
+#[derive(Debug)]
+pub struct Incoming {
+    /// Blob ids the client shows it holds (`checkpoint::held_by_client`).
+    pub held: HashSet<BlobId>,
+    pub mode: AgentMode,
+    pub workspace_paths: Vec<String>,
+}
+
 /// The turn of a `summarize_action` run request: compacts the conversation (when it has
-/// anything to compact) and ends.
+/// anything to compact), publishes the compacted checkpoint and ends.
 pub async fn summarize_turn(
     deps: &AgentDeps<'_>,
     t: &Transport,
     conversation_id: Option<&str>,
     mcp: &[McpToolDefinition],
     model_name: String,
+    incoming: Incoming,
 ) -> TurnEnd {
     let Some(id) = conversation_id.filter(|c| !c.is_empty()) else {
         return TurnEnd::Ended(TurnUsage::default());
@@ -94,6 +112,49 @@ pub async fn summarize_turn(
             tracing::warn!(request_id = %t.request_id, "the compacted transcript was not persisted");
         }
         emit(&summary(&text));
+        emit(&summary_completed());
+        // The compacted state as a checkpoint (its blobs acknowledged first), so a client that
+        // resumes or restores sees the summary, not the older transcript.
+        let blobs = BlobChannel::new(t.output.clone());
+        let (exec, queries) =
+            (ExecChannel::new(t.output.clone(), deps.options.exec_timeout), QueryChannel::new(t.output.clone()));
+        let no_cancel = AtomicBool::new(false);
+        let routes = Routes {
+            exec: &exec,
+            blobs: &blobs,
+            queries: &queries,
+            output: &t.output,
+            conversation: &conversation,
+            run_id: &t.request_id,
+            compactor: None,
+            run: None,
+            early_cancel: &no_cancel,
+        };
+        let publisher = Publisher {
+            blobs: blobs.clone(),
+            output: t.output.clone(),
+            acked: conversation.acked_blobs.clone(),
+            held: incoming.held,
+            sent: Mutex::default(),
+            timeout: deps.options.blob_ack_timeout,
+            meta: Meta { mode: incoming.mode, workspace_paths: incoming.workspace_paths, ..Meta::default() },
+            mode: None,
+            catalog: Some(Arc::new(catalog)),
+            store: deps.conversations.store().cloned(),
+            conversation_id: conversation.id.clone(),
+            run_id: t.request_id.clone(),
+            gave_up: AtomicBool::new(false),
+            last: Mutex::default(),
+        };
+        let snap = Snapshot {
+            entries: transcript.entries().to_vec(),
+            used_tokens: 0,
+            todos: conversation.todos().iter().map(prost::Message::encode_to_vec).collect(),
+        };
+        if pump(t, &routes, publisher.publish(&snap)).await.is_none() {
+            return TurnEnd::Shutdown;
+        }
+        return TurnEnd::Ended(TurnUsage::default());
     }
     emit(&summary_completed());
     TurnEnd::Ended(TurnUsage::default())

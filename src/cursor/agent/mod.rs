@@ -189,7 +189,24 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         Some(conversation_action::Action::ResumeAction(r)) => (None, r.request_context.unwrap_or_default()),
         Some(conversation_action::Action::SummarizeAction(_)) => {
             let mcp = mcp_tools.map(|m| m.mcp_tools).unwrap_or_default();
-            return compact::summarize_turn(&deps, t, conversation_id.as_deref(), &mcp, model_name).await;
+            let incoming = compact::Incoming {
+                held: checkpoint::held_by_client(conversation_state.as_ref(), &pre_fetched_blobs),
+                mode: conversation_state
+                    .as_ref()
+                    .and_then(|s| s.mode)
+                    .and_then(|m| AgentMode::try_from(m).ok())
+                    .unwrap_or(AgentMode::Agent),
+                workspace_paths: conversation_state
+                    .as_ref()
+                    .map(|s| {
+                        s.previous_workspace_uris
+                            .iter()
+                            .map(|u| u.strip_prefix("file://").unwrap_or(u).to_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            };
+            return compact::summarize_turn(&deps, t, conversation_id.as_deref(), &mcp, model_name, incoming).await;
         }
         // Other actions: nothing to run.
         _ => return TurnEnd::Ended(TurnUsage::default()),

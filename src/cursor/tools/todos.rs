@@ -15,6 +15,12 @@ use crate::run::ToolOutput;
 #[derive(Debug, Default)]
 pub struct TodoList(Mutex<Vec<TodoItem>>);
 
+impl From<Vec<TodoItem>> for TodoList {
+    fn from(todos: Vec<TodoItem>) -> TodoList {
+        TodoList(Mutex::new(todos))
+    }
+}
+
 impl TodoList {
     pub fn get(&self) -> Vec<TodoItem> {
         self.0.lock().map(|t| t.clone()).unwrap_or_default()
