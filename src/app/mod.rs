@@ -404,6 +404,7 @@ fn backend_options(config: &EngineConfig) -> BackendOptions {
             blob_ack_timeout: ms(config.file.agent.blob_ack_timeout.max(1)),
             detach_grace: ms(config.file.agent.detach_grace),
             compact_at_percent: config.file.agent.compact_at.min(100),
+            question_timeout: ms(config.file.agent.question_timeout.max(1)),
         },
     }
 }

@@ -228,6 +228,10 @@ pub struct AgentConfig {
     /// Compact a conversation (summarize it through the model) when the latest prompt used this
     /// percentage of the model's `context_window`; 0 compacts only on Cursor's summarize action.
     pub compact_at: u64,
+    /// Milliseconds the user may take to answer a question, plan, mode switch or approval in the
+    /// editor; after that the model is told nobody answered (an editor that never answers cannot
+    /// hold a turn forever).
+    pub question_timeout: u64,
 }
 
 impl Default for AgentConfig {
@@ -238,6 +242,7 @@ impl Default for AgentConfig {
             blob_ack_timeout: 10_000,
             detach_grace: 180_000,
             compact_at: 80,
+            question_timeout: 900_000,
         }
     }
 }

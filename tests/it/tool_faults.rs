@@ -69,3 +69,34 @@ async fn a_client_answering_with_the_wrong_result_kind_is_a_tool_error() {
     assert!(tool_result(&s.mock.seen()[1].body, "c-read").contains("another kind of result"));
     s.te.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_who_never_answers_does_not_hold_the_turn() {
+    // An editor that never answers interaction queries (e.g. a build without the query): after
+    // `question_timeout` every waiting tool gets a clear result and the turn goes on and ends.
+    let mut s = cursor_client::start("question_timeout = 300").await;
+    s.user = Arc::new(|_: &agent::InteractionQuery| None);
+    s.mock.push(Reply::sse(&oa_tools(&[
+        (
+            "c-ask",
+            "ask_question",
+            json!({"questions": [{"prompt": "A or B?", "options": [{"label": "A"}, {"label": "B"}]}]}),
+        ),
+        ("c-mode", "switch_mode", json!({"target_mode": "plan"})),
+        ("c-fetch", "fetch_url", json!({"url": "http://127.0.0.1:9/"})),
+    ])));
+    s.mock.push(Reply::sse(&oa_text("Going with A.")));
+    let seen = s.turn(&Turn::new("req-silent-user", "conv-silent-user", "choose")).await;
+    assert_eq!(seen.end, Some(Default::default()), "the turn ends on its own");
+    assert_eq!(seen.queries().len(), 3);
+    let up = s.mock.seen();
+    for id in ["c-ask", "c-mode", "c-fetch"] {
+        let text = tool_result(&up[1].body, id);
+        assert!(text.contains("nobody answered in the editor within 1 s"), "{id}: {text}");
+    }
+    let Some(tool_call::Tool::SwitchModeToolCall(card)) = seen.completed("c-mode").tool else { panic!("card") };
+    assert!(matches!(card.result.and_then(|r| r.result), Some(agent::switch_mode_result::Result::Error(_))));
+    let runs = s.te.handle.store.conversation_runs("conv-silent-user").await.expect("runs");
+    assert_eq!(runs[0].status, keyhaven::model::RunStatus::Completed);
+    s.te.stop().await;
+}

@@ -116,8 +116,10 @@ pub async fn summarize_turn(
         // The compacted state as a checkpoint (its blobs acknowledged first), so a client that
         // resumes or restores sees the summary, not the older transcript.
         let blobs = BlobChannel::new(t.output.clone());
-        let (exec, queries) =
-            (ExecChannel::new(t.output.clone(), deps.options.exec_timeout), QueryChannel::new(t.output.clone()));
+        let (exec, queries) = (
+            ExecChannel::new(t.output.clone(), deps.options.exec_timeout),
+            QueryChannel::new(t.output.clone(), deps.options.question_timeout),
+        );
         let no_cancel = AtomicBool::new(false);
         let routes = Routes {
             exec: &exec,

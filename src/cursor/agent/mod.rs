@@ -84,6 +84,8 @@ pub struct AgentOptions {
     /// Compact when the latest prompt used this share (percent) of the model's context window
     /// (0: only on Cursor's summarize action).
     pub compact_at_percent: u64,
+    /// How long the user may take to answer an interaction query.
+    pub question_timeout: Duration,
 }
 
 impl Default for AgentOptions {
@@ -94,6 +96,7 @@ impl Default for AgentOptions {
             blob_ack_timeout: Duration::from_secs(10),
             detach_grace: Duration::from_secs(180),
             compact_at_percent: 80,
+            question_timeout: Duration::from_secs(900),
         }
     }
 }
@@ -243,7 +246,7 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     };
     let exec = ExecChannel::new(t.output.clone(), deps.options.exec_timeout);
     let blobs = BlobChannel::new(t.output.clone());
-    let queries = QueryChannel::new(t.output.clone());
+    let queries = QueryChannel::new(t.output.clone(), deps.options.question_timeout);
     let early_cancel = AtomicBool::new(false);
     let pre_routes = Routes {
         exec: &exec,

@@ -23,6 +23,7 @@ use crate::cursor::protocol::agent::{
     switch_mode_request_response, switch_mode_result, tool_call,
 };
 use crate::cursor::tools::dispatch::{Call, CursorTools};
+use crate::cursor::tools::query::Unanswered;
 use crate::cursor::tools::todos;
 use crate::run::ToolOutput;
 
@@ -124,7 +125,6 @@ fn reason_suffix(reason: &str) -> String {
     if reason.trim().is_empty() { String::new() } else { format!(": {}", reason.trim()) }
 }
 
-const ABANDONED: &str = "The request to the user was abandoned (the run was interrupted).";
 const NO_DECISION: &str = "The editor answered without a decision.";
 
 /// The questions as the query carries them: ids filled in (`q1`, `q2`, …; options `a`, `b`, …).
@@ -200,9 +200,13 @@ impl CursorTools {
             tool_call_id: c.id.to_owned(),
         });
         let result = match self.queries.ask(query).await {
-            Some(interaction_response::Result::AskQuestionInteractionResponse(r)) => r.result,
-            Some(_) => Some(error_result(NO_DECISION)),
-            None => Some(error_result(ABANDONED)),
+            Ok(interaction_response::Result::AskQuestionInteractionResponse(r)) => r.result,
+            Ok(_) => Some(error_result(NO_DECISION)),
+            Err(e) => {
+                let msg = unanswered(e);
+                self.completed(c, card(Some(error_result(&msg))));
+                return ToolOutput::error(msg);
+            }
         }
         .unwrap_or_else(|| error_result(NO_DECISION));
         let out = match &result.result {
@@ -261,11 +265,11 @@ impl CursorTools {
             plan_uri: String::new(),
         };
         let result = match self.queries.ask(query).await {
-            Some(interaction_response::Result::CreatePlanRequestResponse(r)) => {
+            Ok(interaction_response::Result::CreatePlanRequestResponse(r)) => {
                 r.result.unwrap_or_else(|| plan_error(NO_DECISION))
             }
-            Some(_) => plan_error(NO_DECISION),
-            None => plan_error(ABANDONED),
+            Ok(_) => plan_error(NO_DECISION),
+            Err(e) => plan_error(&unanswered(e)),
         };
         let out = match &result.result {
             Some(create_plan_result::Result::Success(_)) => {
@@ -316,7 +320,7 @@ impl CursorTools {
             args: Some(args.clone()),
         });
         let (result, out) = match self.queries.ask(query).await {
-            Some(interaction_response::Result::SwitchModeRequestResponse(r)) => match r.result {
+            Ok(interaction_response::Result::SwitchModeRequestResponse(r)) => match r.result {
                 Some(switch_mode_request_response::Result::Approved(_)) => {
                     self.mode.set(to);
                     let success = agent::SwitchModeSuccess {
@@ -349,9 +353,12 @@ impl CursorTools {
                 ),
             },
             other => {
-                let msg = if other.is_none() { ABANDONED } else { NO_DECISION };
+                let msg = match other {
+                    Err(e) => unanswered(e),
+                    Ok(_) => NO_DECISION.to_owned(),
+                };
                 (
-                    switch_mode_result::Result::Error(agent::SwitchModeError { error: msg.to_owned() }),
+                    switch_mode_result::Result::Error(agent::SwitchModeError { error: msg.clone() }),
                     ToolOutput::error(msg),
                 )
             }
@@ -359,6 +366,11 @@ impl CursorTools {
         self.completed(c, card(Some(agent::SwitchModeResult { result: Some(result) })));
         out
     }
+}
+
+/// Why a query has no answer, as the model reads it.
+fn unanswered(e: Unanswered) -> String {
+    format!("No answer: {e}. Continue without the user's decision, or ask in your answer.")
 }
 
 fn error_result(msg: &str) -> agent::AskQuestionResult {

@@ -2,11 +2,13 @@
 //! (`interaction_query{id, …}`) and the client answers, possibly minutes later, with an
 //! `interaction_response` of the same id via BidiAppend (heartbeats keep the stream alive
 //! meanwhile). Ids are per run from 1; a response for an unknown or abandoned id is dropped, and
-//! an abandoned query (its future dropped: cancel, break) forgets its id.
+//! an abandoned query (its future dropped: cancel, break) forgets its id. A query unanswered for
+//! `[agent] question_timeout` ends as [`Unanswered::TimedOut`] (and forgets its id too).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::oneshot;
 
@@ -14,9 +16,26 @@ use crate::cursor::protocol::agent::{self, agent_server_message, interaction_que
 use crate::cursor::protocol::events;
 use crate::cursor::transport::Output;
 
+/// Why a query has no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Unanswered {
+    /// The run went away first (cancel, break, shutdown).
+    #[error("the request to the user was abandoned (the run was interrupted)")]
+    Dropped,
+    #[error("nobody answered in the editor within {}", human(*.0))]
+    TimedOut(Duration),
+}
+
+/// `d` as a person says it: seconds under two minutes, else minutes (rounded up).
+fn human(d: Duration) -> String {
+    let secs = d.as_millis().div_ceil(1000).max(1);
+    if secs < 120 { format!("{secs} s") } else { format!("{} minutes", secs.div_ceil(60)) }
+}
+
 #[derive(Debug)]
 pub struct QueryChannel {
     output: Arc<Output>,
+    timeout: Duration,
     next_id: AtomicU32,
     pending: Mutex<HashMap<u32, oneshot::Sender<interaction_response::Result>>>,
 }
@@ -33,12 +52,13 @@ impl Drop for Forget<'_> {
 }
 
 impl QueryChannel {
-    pub fn new(output: Arc<Output>) -> Arc<QueryChannel> {
-        Arc::new(QueryChannel { output, next_id: AtomicU32::new(1), pending: Mutex::default() })
+    /// Queries wait at most `timeout` for their answer.
+    pub fn new(output: Arc<Output>, timeout: Duration) -> Arc<QueryChannel> {
+        Arc::new(QueryChannel { output, timeout, next_id: AtomicU32::new(1), pending: Mutex::default() })
     }
 
-    /// Sends `query` and waits for the client's answer (`None` if the run goes away first).
-    pub async fn ask(&self, query: interaction_query::Query) -> Option<interaction_response::Result> {
+    /// Sends `query` and waits for the client's answer.
+    pub async fn ask(&self, query: interaction_query::Query) -> Result<interaction_response::Result, Unanswered> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         if let Ok(mut p) = self.pending.lock() {
@@ -52,7 +72,14 @@ impl QueryChannel {
             })),
         };
         self.output.publish(events::frame(&msg, false));
-        rx.await.ok()
+        match tokio::time::timeout(self.timeout, rx).await {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(_)) => Err(Unanswered::Dropped),
+            Err(_) => {
+                tracing::info!(id, "interaction query unanswered; giving up");
+                Err(Unanswered::TimedOut(self.timeout))
+            }
+        }
     }
 
     /// Routes an `interaction_response`.

@@ -35,7 +35,7 @@ impl SearchProvider for Fake {
 
 fn tools(search: Option<Arc<dyn SearchProvider>>) -> (CursorTools, Arc<QueryChannel>) {
     let output = Arc::new(Output::new(1 << 20));
-    let queries = QueryChannel::new(output.clone());
+    let queries = QueryChannel::new(output.clone(), Duration::from_secs(5));
     let t = CursorTools {
         catalog: Arc::new(Catalog::build(AgentMode::Agent, &[])),
         exec: ExecChannel::new(output.clone(), Duration::from_secs(5)),

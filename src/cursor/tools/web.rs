@@ -39,7 +39,7 @@ enum Decision {
     Approved,
     Rejected(String),
     /// No decision (the run abandoned the query, or the editor sent none); the message says which.
-    None(&'static str),
+    None(String),
 }
 
 fn declined(what: &str, reason: &str) -> String {
@@ -50,18 +50,18 @@ fn declined(what: &str, reason: &str) -> String {
 impl CursorTools {
     async fn approve(&self, query: interaction_query::Query) -> Decision {
         match self.queries.ask(query).await {
-            Some(interaction_response::Result::WebSearchRequestResponse(r)) => match r.result {
+            Ok(interaction_response::Result::WebSearchRequestResponse(r)) => match r.result {
                 Some(web_search_request_response::Result::Approved(_)) => Decision::Approved,
                 Some(web_search_request_response::Result::Rejected(r)) => Decision::Rejected(r.reason),
-                None => Decision::None("The editor answered the request without a decision."),
+                None => Decision::None("The editor answered the request without a decision.".to_owned()),
             },
-            Some(interaction_response::Result::WebFetchRequestResponse(r)) => match r.result {
+            Ok(interaction_response::Result::WebFetchRequestResponse(r)) => match r.result {
                 Some(web_fetch_request_response::Result::Approved(_)) => Decision::Approved,
                 Some(web_fetch_request_response::Result::Rejected(r)) => Decision::Rejected(r.reason),
-                None => Decision::None("The editor answered the request without a decision."),
+                None => Decision::None("The editor answered the request without a decision.".to_owned()),
             },
-            Some(_) => Decision::None("The editor answered the request with another kind of response."),
-            None => Decision::None("The request was abandoned."),
+            Ok(_) => Decision::None("The editor answered the request with another kind of response.".to_owned()),
+            Err(e) => Decision::None(format!("no answer: {e}")),
         }
     }
 
@@ -157,7 +157,7 @@ impl CursorTools {
                         web_fetch_result::Result::Rejected(agent::WebFetchRejected { reason: reason.clone() }),
                         ToolOutput::error(declined(&format!("fetch of {}", a.url), &reason)),
                     ),
-                    Decision::None(msg) => error(msg.to_owned()),
+                    Decision::None(msg) => error(msg),
                 }
             }
         };
