@@ -2,6 +2,7 @@
 
 pub mod api;
 pub mod app;
+pub mod clock;
 pub mod config;
 pub mod control;
 pub mod cursor;

@@ -5,7 +5,7 @@
 //! finished answer's conversation there under the response id the client sees.
 
 use std::convert::Infallible;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -79,10 +79,6 @@ fn decode_responses(state: &ApiState, body: &[u8], id: &str) -> Result<(model::R
 
 fn new_request_id() -> String {
     format!("kh-{:016x}{:08x}", rand::random::<u64>(), rand::random::<u32>())
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 async fn handle(state: ApiState, dialect: Inbound, headers: HeaderMap, body: Body) -> Response {
@@ -215,7 +211,7 @@ async fn whole_response(call: CallStream, dialect: Inbound, id: &str, model: &st
 
 fn stream_response(call: CallStream, dialect: Inbound, id: &str, model: &str, chain: Option<Chain>) -> Response {
     let response_id = chain.as_ref().map_or(id, |c| c.response_id.as_str());
-    let encoder = dialect.stream_encoder(response_id, model, now_ms());
+    let encoder = dialect.stream_encoder(response_id, model, crate::clock::now_ms());
     // A Responses stream keeps its answer, to save the conversation once it completes.
     let chain = chain.map(|c| (c, Accumulator::new()));
     let mut head = Response::new(Body::empty());

@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use crate::api::control::ControlApi;
 use crate::api::cursor::CursorOptions;
@@ -141,10 +141,6 @@ pub struct Engine {
     database_path: PathBuf,
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 impl Engine {
     /// Opens the store (marking calls a previous process left in flight as interrupted), builds
     /// the catalog and binds the gateway listener.
@@ -158,7 +154,7 @@ impl Engine {
         secrets: Secrets,
         extras: EngineExtras,
     ) -> Result<Engine, EngineError> {
-        let epoch = now_ms();
+        let epoch = crate::clock::now_ms();
         let db = config.database_path.clone();
         let synchronous_full = config.file.server.synchronous == crate::config::Synchronous::Full;
         let store = tokio::task::spawn_blocking(move || {
@@ -273,7 +269,7 @@ impl Engine {
             loop {
                 let days = retention_days.load(Ordering::Relaxed);
                 if days > 0 {
-                    let cutoff = now_ms().saturating_sub(i64::from(days) * 86_400_000);
+                    let cutoff = crate::clock::now_ms().saturating_sub(i64::from(days) * 86_400_000);
                     match prune_store.prune(cutoff).await {
                         Ok(n) if n > 0 => tracing::info!(deleted = n, "pruned calls past retention"),
                         Ok(_) => {}

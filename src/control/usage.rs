@@ -2,7 +2,6 @@
 //! the derived numbers (cache hit rate, error rate, latency percentiles from the histogram).
 
 use std::sync::atomic::Ordering;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::control::{ControlError, ControlService, dto};
 use crate::model::{CallStatus, Usage};
@@ -12,10 +11,6 @@ use crate::store::{self, CallFilter, LATENCY_BOUNDS_MS, LatencyHistogram, UsageG
 pub const MAX_DAYS: u32 = 366;
 /// The largest page of the call history.
 pub const MAX_PAGE: u32 = 500;
-
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
 
 /// `(since, until)` as `YYYY-MM-DD` for the last `days` UTC days ending on `today`.
 pub(crate) fn window(today: time::Date, days: u32) -> (String, String) {
@@ -279,7 +274,7 @@ impl ControlService {
         if days == 0 {
             return Ok(0);
         }
-        let cutoff = now_ms().saturating_sub(i64::from(days) * 86_400_000);
+        let cutoff = crate::clock::now_ms().saturating_sub(i64::from(days) * 86_400_000);
         Ok(self.inner.store.prune(cutoff).await?)
     }
 }

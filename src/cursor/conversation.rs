@@ -111,7 +111,7 @@ impl Conversation {
             drop(store.conversation(ConversationOp::AddPending {
                 conversation_id: self.id.clone(),
                 entries: added,
-                created_ms: now_ms(),
+                created_ms: crate::clock::now_ms(),
             }));
         }
     }
@@ -235,10 +235,4 @@ fn stored_todos(record: &CheckpointRecord) -> Vec<TodoItem> {
             Vec::new()
         }
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

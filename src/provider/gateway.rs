@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use secrecy::SecretString;
 use tokio::time::Instant;
@@ -134,10 +134,6 @@ mod count;
 
 pub use count::TokenCount;
 
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 impl Gateway {
     pub fn new(catalog: Catalog, secrets: Secrets, sink: Arc<dyn CallSink>, opts: GatewayOptions) -> Gateway {
         let http = reqwest::Client::builder()
@@ -190,7 +186,7 @@ impl Gateway {
             sink: self.sink.clone(),
             id: ctx.id.clone(),
             started,
-            started_ms: now_ms(),
+            started_ms: crate::clock::now_ms(),
             price: route.as_ref().and_then(|r| r.model.price),
             price_version: catalog.price_version().map(str::to_owned),
             secret: None,
@@ -530,7 +526,7 @@ impl CallGuard {
             .map(|t| self.cap(&t));
         CallFinish {
             id: self.id.clone(),
-            finished_ms: now_ms(),
+            finished_ms: crate::clock::now_ms(),
             status,
             http_status,
             usage,
@@ -782,7 +778,7 @@ impl CallStream {
             }
             acc.push(&ev);
         }
-        (Ok(acc.finish(now_ms())), self.timings)
+        (Ok(acc.finish(crate::clock::now_ms())), self.timings)
     }
 }
 

@@ -5,7 +5,6 @@
 //! so cancellation is always seen before a provider event or a tool result.
 
 use std::panic::AssertUnwindSafe;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use futures::stream::FuturesUnordered;
 use futures::{FutureExt, StreamExt};
@@ -111,10 +110,6 @@ enum Wake<T> {
     Ready(T),
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 /// Runs one agent run to its end. `initial` (the new user message, usually) is appended first,
 /// idempotently. `cancel` is the shutdown path; [`RunCommand::Cancel`] the client's.
 pub async fn run(
@@ -138,7 +133,7 @@ pub async fn run(
         last_prompt_tokens: 0,
         pending: Vec::new(),
     };
-    ports.journal.start_run(&spec.client, &spec.model, now_ms());
+    ports.journal.start_run(&spec.client, &spec.model, crate::clock::now_ms());
     for entry in initial {
         engine.append(entry);
     }
@@ -179,7 +174,7 @@ impl Engine<'_, '_> {
     fn append(&mut self, entry: Entry) {
         self.inbox.remember(&entry.id);
         if let Some(seq) = self.transcript.append(entry.clone()) {
-            self.ports.journal.append(seq, &entry, now_ms());
+            self.ports.journal.append(seq, &entry, crate::clock::now_ms());
             self.ports.observer.on_event(RunEvent::MessageAppended { seq, entry: &entry });
         }
     }
@@ -224,7 +219,7 @@ impl Engine<'_, '_> {
                 for e in self.transcript.entries() {
                     self.inbox.remember(&e.id);
                 }
-                self.ports.journal.replace(self.transcript.entries(), now_ms());
+                self.ports.journal.replace(self.transcript.entries(), crate::clock::now_ms());
                 self.last_prompt_tokens = 0;
                 let after = self.transcript.len();
                 let entries = self.transcript.entries();
@@ -356,7 +351,7 @@ impl Engine<'_, '_> {
         if let Some(error) = acc.error().cloned() {
             return State::Finalizing(Ending::ProviderError(error));
         }
-        let response = acc.finish(now_ms());
+        let response = acc.finish(crate::clock::now_ms());
         let calls: Vec<ToolCall> = response
             .content
             .iter()
@@ -401,8 +396,12 @@ impl Engine<'_, '_> {
     /// would make the next request invalid, so they are left out).
     fn commit_partial(&mut self, acc: Accumulator, step: u32) {
         self.add_usage(&acc);
-        let content: Vec<Part> =
-            acc.finish(now_ms()).content.into_iter().filter(|p| !matches!(p, Part::ToolUse { .. })).collect();
+        let content: Vec<Part> = acc
+            .finish(crate::clock::now_ms())
+            .content
+            .into_iter()
+            .filter(|p| !matches!(p, Part::ToolUse { .. }))
+            .collect();
         if !content.is_empty() {
             let id = format!("{}:a{step}", self.spec.run_id);
             self.append(Entry::new(id, Message { role: Role::Assistant, content }));
@@ -411,7 +410,7 @@ impl Engine<'_, '_> {
 
     async fn tool_round(&mut self, calls: Vec<ToolCall>) -> State {
         let step = self.step;
-        let started_ms = now_ms();
+        let started_ms = crate::clock::now_ms();
         let observer = self.ports.observer;
         observer.on_event(RunEvent::ToolRoundStarted { step, calls: calls.len() });
         let round = self.cancel.child_token();
@@ -468,7 +467,7 @@ impl Engine<'_, '_> {
             run_id: self.spec.run_id.clone(),
             step,
             started_ms,
-            finished_ms: now_ms(),
+            finished_ms: crate::clock::now_ms(),
             calls: u32::try_from(calls.len()).unwrap_or(u32::MAX),
             failed,
             status: if interrupted { "interrupted" } else { "completed" }.to_owned(),
@@ -535,7 +534,7 @@ impl Engine<'_, '_> {
         });
         self.ports.journal.finish(RunFinish {
             id: self.spec.run_id.clone(),
-            finished_ms: now_ms(),
+            finished_ms: crate::clock::now_ms(),
             status,
             error: error.clone(),
             steps: self.step,

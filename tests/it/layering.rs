@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 /// Modules any module may use (except `model` and `dialect`, which are pure).
-const LEAVES: &[&str] = &["config", "task", "secrets"];
+const LEAVES: &[&str] = &["config", "task", "secrets", "clock"];
 /// Allowed edges between the other top-level modules. `*` = anything.
 const ALLOWED: &[(&str, &[&str])] = &[
     ("model", &[]),
@@ -21,6 +21,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("setup", &[]),
     ("config", &[]),
     ("task", &[]),
+    ("clock", &[]),
     ("secrets", &["config"]),
     ("app", &["*"]),
 ];

@@ -106,7 +106,7 @@ pub async fn summarize_turn(
         ));
         transcript.replace(entries);
         let journal = Journal::new(deps.conversations.store().cloned(), &conversation.id, &t.request_id);
-        journal.replace(transcript.entries(), now_ms());
+        journal.replace(transcript.entries(), crate::clock::now_ms());
         let failed = journal.barrier().await;
         if failed > 0 {
             tracing::warn!(request_id = %t.request_id, "the compacted transcript was not persisted");
@@ -160,10 +160,4 @@ pub async fn summarize_turn(
     }
     emit(&summary_completed());
     TurnEnd::Ended(TurnUsage::default())
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

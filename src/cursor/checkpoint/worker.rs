@@ -29,7 +29,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use prost::Message as _;
 use tokio::sync::mpsc;
@@ -217,10 +217,6 @@ pub struct Publisher {
     pub last: Mutex<Vec<u8>>,
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 impl Publisher {
     /// Builds, pushes and publishes the checkpoint of `snap`.
     pub async fn publish(&self, snap: &Snapshot) -> Publish {
@@ -276,7 +272,7 @@ impl Publisher {
                     seq: u64::try_from(snap.entries.len()).unwrap_or(u64::MAX),
                     run_id: Some(self.run_id.clone()),
                     version: STORED_VERSION,
-                    created_ms: now_ms(),
+                    created_ms: crate::clock::now_ms(),
                     state: bytes.clone(),
                 },
                 last_message_id: snap.entries.last().map(|e| e.id.clone()),
@@ -309,7 +305,7 @@ impl Publisher {
                 conversation_id: self.conversation_id.clone(),
                 added,
                 removed,
-                acked_ms: now_ms(),
+                acked_ms: crate::clock::now_ms(),
             }));
         }
     }

@@ -24,7 +24,6 @@ use crate::cursor::protocol::agent::{
 };
 use crate::cursor::tools::dispatch::{Call, CursorTools};
 use crate::cursor::tools::query::Unanswered;
-use crate::cursor::tools::todos;
 use crate::run::ToolOutput;
 
 /// The agent mode of a run: the request's mode, changed by an approved `switch_mode`.
@@ -231,7 +230,7 @@ impl CursorTools {
         if a.name.trim().is_empty() || a.plan.trim().is_empty() {
             return ToolOutput::error("create_plan needs a `name` and a `plan`.");
         }
-        let now = todos::now_ms();
+        let now = crate::clock::now_ms();
         let todos = a
             .todos
             .into_iter()

@@ -115,12 +115,6 @@ pub fn render(todos: &[TodoItem]) -> String {
     s
 }
 
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 impl CursorTools {
     pub(crate) fn todos_tool(&self, c: Call<'_>, a: TodosIn) -> ToolOutput {
         let mut items = Vec::new();
@@ -141,7 +135,7 @@ impl CursorTools {
             tool_call::Tool::UpdateTodosToolCall(agent::UpdateTodosToolCall { args: Some(args.clone()), result })
         };
         self.started(c, card(None));
-        let list = self.todos.update(items, a.merge, now_ms());
+        let list = self.todos.update(items, a.merge, crate::clock::now_ms());
         let result = agent::UpdateTodosResult {
             result: Some(update_todos_result::Result::Success(agent::UpdateTodosSuccess {
                 total_count: i32::try_from(list.len()).unwrap_or(i32::MAX),

@@ -5,11 +5,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::clock::now_ms;
 use crate::config::ProviderKind;
 use crate::model::{self, CallFinish, CallStart, CallStatus, Usage};
 use crate::provider::emulation;
 use crate::provider::error::ProviderError;
-use crate::provider::gateway::{CallContext, Gateway, now_ms};
+use crate::provider::gateway::{CallContext, Gateway};
 use crate::provider::tokens::{self, Family};
 use crate::provider::upstream;
 

@@ -38,7 +38,7 @@ use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -111,10 +111,6 @@ enum Fail {
 }
 
 static REQUEST_SEQ: AtomicU64 = AtomicU64::new(0);
-
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
 
 fn lingma_error(message: impl Into<String>) -> ProviderError {
     ProviderError::Upstream {
@@ -222,7 +218,7 @@ async fn start(
         let conn = Conn::connect(endpoint, CONNECT_TIMEOUT).await.map_err(Fail::Transport)?;
         st.conn = Some(conn);
         st.sticky = None;
-        call(st, "initialize", json!({"protocolVersion": 1, "clientCapabilities": {}, "timestamp": now_ms()})).await?;
+        call(st, "initialize", json!({"protocolVersion": 1, "clientCapabilities": {}, "timestamp": u64::try_from(crate::clock::now_ms()).unwrap_or(0)})).await?;
     }
     for session in std::mem::take(&mut st.stale) {
         notify(st, "chat/deleteSessionById", json!({"sessionId": session})).await?;
@@ -240,7 +236,7 @@ async fn start(
         _ => {
             let cwd = opts.cwd.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
             let created =
-                call(st, "session/new", json!({"cwd": cwd, "mcpServers": [], "_meta": {}, "timestamp": now_ms()}))
+                call(st, "session/new", json!({"cwd": cwd, "mcpServers": [], "_meta": {}, "timestamp": u64::try_from(crate::clock::now_ms()).unwrap_or(0)}))
                     .await?;
             let id = ["sessionId", "id"]
                 .iter()
@@ -256,7 +252,7 @@ async fn start(
     };
     let model_set = st.sticky.as_ref().filter(|_| reuse).and_then(|(_, m)| m.clone());
     if !prompt.model.is_empty() && model_set.as_deref() != Some(prompt.model.as_str()) {
-        let params = json!({"sessionId": session, "modelId": prompt.model, "timestamp": now_ms(), "_meta": meta});
+        let params = json!({"sessionId": session, "modelId": prompt.model, "timestamp": u64::try_from(crate::clock::now_ms()).unwrap_or(0), "_meta": meta});
         if let Err(e) = call(st, "session/set_model", params).await {
             if reuse {
                 st.sticky = None;
