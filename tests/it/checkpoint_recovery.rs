@@ -13,8 +13,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use keyhaven::cursor::blobs::blob_id;
-use keyhaven::cursor::checkpoint::{MAX_WIRE_BYTES, RootBlob};
+use keyhaven::cursor::checkpoint::MAX_WIRE_BYTES;
 use keyhaven::cursor::protocol::agent::{self, agent_server_message, interaction_update};
 use keyhaven::cursor::protocol::connect::Code;
 use prost::Message;
@@ -49,20 +48,6 @@ fn checkpoint_positions(seen: &Seen) -> Vec<usize> {
         .enumerate()
         .filter(|(_, m)| matches!(m.message, Some(agent_server_message::Message::ConversationCheckpointUpdate(_))))
         .map(|(i, _)| i)
-        .collect()
-}
-
-/// The messages of the transcript a checkpoint references, read from the client's store.
-fn roots(s: &CursorSim, state: &agent::ConversationStateStructure) -> Vec<RootBlob> {
-    let store = s.blobs.lock().expect("blobs");
-    state
-        .root_prompt_messages_json
-        .iter()
-        .map(|id| {
-            let data = store.get(id).expect("the client holds every referenced blob");
-            assert_eq!(blob_id(data).as_slice(), id.as_slice(), "a blob id is the sha256 of its content");
-            serde_json::from_slice(data).expect("root json")
-        })
         .collect()
 }
 
@@ -116,7 +101,7 @@ async fn checkpoints_follow_acked_blobs_at_tool_start_results_and_before_turn_en
     assert_eq!(states[0].pending_tool_calls.len(), 1, "it names the pending call");
     assert!(states[0].pending_tool_calls[0].contains("c-read"));
     assert!(at[1] > completed && states[1].pending_tool_calls.is_empty(), "after the result nothing is pending");
-    let roles = |st: &agent::ConversationStateStructure| roots(&s, st).iter().map(|r| r.role).collect::<Vec<_>>();
+    let roles = |st: &agent::ConversationStateStructure| s.roots(st).iter().map(|r| r.role).collect::<Vec<_>>();
     use keyhaven::model::Role::{Assistant, System, Tool, User};
     assert_eq!(roles(&states[0]), vec![System, User, Assistant]);
     assert_eq!(roles(&states[1]), vec![System, User, Assistant, Tool]);
@@ -146,7 +131,7 @@ async fn checkpoints_follow_acked_blobs_at_tool_start_results_and_before_turn_en
     let at = checkpoint_positions(&seen);
     assert_eq!(at.last().copied(), Some(ended - 1), "checkpoint, then turn_ended");
     let state = seen.last_checkpoint().expect("final checkpoint");
-    let last_root = roots(&s, &state).pop().expect("roots");
+    let last_root = s.roots(&state).pop().expect("roots");
     assert_eq!(last_root.role, Assistant, "the partial answer is in the checkpoint");
     s.te.stop().await;
 }
@@ -473,7 +458,7 @@ async fn acknowledged_blobs_survive_a_restart_and_are_trusted_only_while_the_cli
     assert!(sent1.is_subset(&sent3), "the old blobs are sent again");
     let state3 = three.last_checkpoint().expect("checkpoint");
     assert_client_holds(&s, &state3);
-    assert_eq!(roots(&s, &state3).len(), 7, "system and three questions with their answers");
+    assert_eq!(s.roots(&state3).len(), 7, "system and three questions with their answers");
     s.te.stop().await;
 }
 

@@ -119,17 +119,7 @@ async fn the_summarize_action_compacts_the_conversation_and_ends_the_turn() {
         .expect("turn_ended");
     assert!(checkpoint_at < ended_at);
     let state = seen.last_checkpoint().expect("checkpoint");
-    let roots: Vec<String> = {
-        let store = s.blobs.lock().expect("blobs");
-        state
-            .root_prompt_messages_json
-            .iter()
-            .map(|id| {
-                let data = store.get(id).expect("the client holds every referenced blob");
-                serde_json::from_slice::<keyhaven::cursor::checkpoint::RootBlob>(data).expect("root").id
-            })
-            .collect()
-    };
+    let roots: Vec<String> = s.roots(&state).into_iter().map(|r| r.id).collect();
     assert_eq!(roots, vec!["system:conv-sum", "req-s2:c0:summary", "req-s2:c0:ack"], "the compacted roots");
     let seen = s.turn(&Turn::new("req-s3", "conv-sum", "and now?")).await;
     assert_eq!(seen.end, Some(Default::default()));
@@ -183,7 +173,6 @@ async fn a_summarize_action_during_a_run_compacts_before_the_next_model_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compaction_mid_turn_publishes_a_checkpoint_of_the_compacted_transcript_before_turn_ended() {
-    use keyhaven::cursor::checkpoint::RootBlob;
     use keyhaven::cursor::protocol::agent;
     let s = cursor_client::start_with("compact_at = 8", SMALL_MODEL).await;
     s.ws.write("a.txt", "alpha\n");
@@ -215,16 +204,8 @@ async fn a_compaction_mid_turn_publishes_a_checkpoint_of_the_compacted_transcrip
         .collect();
     // The ids of a checkpoint's root messages, read from the client's blob store (so the
     // checkpoint's blobs were acknowledged before it).
-    let root_ids = |st: &agent::ConversationStateStructure| -> Vec<String> {
-        let store = s.blobs.lock().expect("blobs");
-        st.root_prompt_messages_json
-            .iter()
-            .map(|id| {
-                let data = store.get(id).expect("the client holds every referenced blob");
-                serde_json::from_slice::<RootBlob>(data).expect("root").id
-            })
-            .collect()
-    };
+    let root_ids =
+        |st: &agent::ConversationStateStructure| -> Vec<String> { s.roots(st).into_iter().map(|r| r.id).collect() };
     let roots: Vec<(usize, Vec<String>)> = checkpoints.iter().map(|(i, st)| (*i, root_ids(st))).collect();
     let compacted = vec!["system:conv-cc".to_owned(), "req-cc:c2:summary".to_owned()];
     let (at, _) = roots.iter().find(|(_, ids)| *ids == compacted).unwrap_or_else(|| panic!("{roots:?}"));

@@ -609,17 +609,7 @@ async fn the_ui_is_served_with_the_token_injected() {
 
 /// A control-API request with the token (JSON on every method but GET).
 async fn api(engine: &TestEngine, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
-    let token = ControlToken::load_or_create(engine.dir.path()).expect("token");
-    let mut req = engine.http.request(method.clone(), engine.url(path)).bearer_auth(token.expose());
-    if method != reqwest::Method::GET {
-        req = req.header("content-type", "application/json");
-    }
-    if let Some(b) = body {
-        req = req.body(serde_json::to_vec(&b).expect("json"));
-    }
-    let resp = req.send().await.expect("send");
-    let status = resp.status().as_u16();
-    let text = resp.text().await.expect("body");
+    let (status, text) = engine.control(method, path, body).await;
     (status, if text.is_empty() { Value::Null } else { serde_json::from_str(&text).expect("JSON answer") })
 }
 

@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 
-use keyhaven::control::token::ControlToken;
 use keyhaven::secrets::{Keyring, MemoryKeyring};
 use secrecy::SecretString;
 use serde_json::{Value, json};
@@ -23,17 +22,7 @@ const BRAVE_OK: &str =
     r#"{"web":{"results":[{"title":"Brave hit","url":"https://b.example/","description":"found"}]}}"#;
 
 async fn api(engine: &TestEngine, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, String) {
-    let token = ControlToken::load_or_create(engine.dir.path()).expect("token");
-    let mut req = engine.http.request(method.clone(), engine.url(path)).bearer_auth(token.expose());
-    if method != reqwest::Method::GET {
-        req = req.header("content-type", "application/json");
-    }
-    if let Some(b) = body {
-        req = req.body(serde_json::to_vec(&b).expect("json"));
-    }
-    let resp = req.send().await.expect("send");
-    let status = resp.status().as_u16();
-    (status, resp.text().await.expect("body"))
+    engine.control(method, path, body).await
 }
 
 fn parse(text: &str) -> Value {

@@ -218,6 +218,22 @@ impl Conn {
 }
 
 impl CursorSim {
+    /// The messages of the transcript a checkpoint references, read from the client's blob store
+    /// (so they were acknowledged before it); each blob's id is checked to be its SHA-256.
+    pub fn roots(&self, state: &agent::ConversationStateStructure) -> Vec<keyhaven::cursor::checkpoint::RootBlob> {
+        let store = self.blobs.lock().expect("blobs");
+        state
+            .root_prompt_messages_json
+            .iter()
+            .map(|id| {
+                let data = store.get(id).expect("the client holds every referenced blob");
+                let sha = keyhaven::cursor::blobs::blob_id(data);
+                assert_eq!(sha.as_slice(), id.as_slice(), "a blob id is the sha256 of its content");
+                serde_json::from_slice(data).expect("root json")
+            })
+            .collect()
+    }
+
     /// Stops the engine and starts a new one on the same data directory, keyring and workspace.
     pub async fn restart(self) -> CursorSim {
         let CursorSim { te, mock, ws, blobs, kv, user, keyring, config, .. } = self;

@@ -192,6 +192,22 @@ impl TestEngine {
         format!("{}{path}", self.base)
     }
 
+    /// A control-API request with the control token (JSON on every method but GET): the status
+    /// and the body's text.
+    pub async fn control(&self, method: reqwest::Method, path: &str, body: Option<serde_json::Value>) -> (u16, String) {
+        let token = keyhaven::control::token::ControlToken::load_or_create(self.dir.path()).expect("token");
+        let mut req = self.http.request(method.clone(), self.url(path)).bearer_auth(token.expose());
+        if method != reqwest::Method::GET {
+            req = req.header("content-type", "application/json");
+        }
+        if let Some(b) = body {
+            req = req.body(serde_json::to_vec(&b).expect("json"));
+        }
+        let resp = req.send().await.expect("send");
+        let status = resp.status().as_u16();
+        (status, resp.text().await.expect("body"))
+    }
+
     pub async fn post(&self, client: Client, body: &serde_json::Value) -> reqwest::Response {
         self.http
             .post(self.url(client.path()))
