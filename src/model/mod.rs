@@ -136,9 +136,9 @@ impl Message {
 }
 
 /// The text parts of `parts` joined with `sep` (other parts skipped).
-pub fn joined_text(parts: &[Part], sep: &str) -> String {
+pub fn joined_text<'a>(parts: impl IntoIterator<Item = &'a Part>, sep: &str) -> String {
     parts
-        .iter()
+        .into_iter()
         .filter_map(|p| match p {
             Part::Text { text, .. } => Some(text.as_str()),
             _ => None,

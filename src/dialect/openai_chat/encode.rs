@@ -15,14 +15,7 @@ const IMAGE_PLACEHOLDER: &str = "[image]";
 // ---------------------------------------------------------------------------------------------
 
 pub(crate) fn encode_response(resp: &model::Response) -> Value {
-    let text: String = resp
-        .content
-        .iter()
-        .filter_map(|p| match p {
-            Part::Text { text, .. } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
+    let text = model::joined_text(&resp.content, "");
     let reasoning: String = resp
         .content
         .iter()
@@ -225,7 +218,9 @@ fn encode_messages(messages: &[model::Message], opts: &EncodeOptions) -> Vec<Val
         }
         let rest: Vec<&Part> = message.content.iter().filter(|p| !matches!(p, Part::ToolResult { .. })).collect();
         let encoded = match message.role {
-            Role::System => Some(json!({"role": "system", "content": join_text(&rest, "\n\n")})),
+            Role::System => {
+                Some(json!({"role": "system", "content": model::joined_text(rest.iter().copied(), "\n\n")}))
+            }
             Role::User | Role::Tool => user_message(&rest),
             Role::Assistant => assistant_message(&rest, opts),
         };
@@ -270,17 +265,6 @@ fn tool_message(tool_use_id: &str, content: &[Part], is_error: bool, pending_ima
     json!({"role": "tool", "tool_call_id": tool_use_id, "content": text})
 }
 
-fn join_text(parts: &[&Part], sep: &str) -> String {
-    parts
-        .iter()
-        .filter_map(|p| match p {
-            Part::Text { text, .. } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join(sep)
-}
-
 /// A user message from text and image parts; `None` when nothing is left (e.g. the message only
 /// held tool results). A single text part is sent as a plain string.
 fn user_message(parts: &[&Part]) -> Option<Value> {
@@ -304,13 +288,7 @@ fn user_message(parts: &[&Part]) -> Option<Value> {
 /// An assistant message; `None` when nothing would be sent (e.g. it only held thinking and
 /// reasoning is not sent back): an empty assistant turn reads as a prefill to some vendors.
 fn assistant_message(parts: &[&Part], opts: &EncodeOptions) -> Option<Value> {
-    let text: String = parts
-        .iter()
-        .filter_map(|p| match p {
-            Part::Text { text, .. } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
+    let text = model::joined_text(parts.iter().copied(), "");
     let reasoning: String = parts
         .iter()
         .filter_map(|p| match p {

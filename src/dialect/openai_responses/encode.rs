@@ -203,7 +203,7 @@ pub(crate) fn encode_request(req: &model::Request, upstream_model: &str, opts: &
     let mut body = Map::new();
     body.insert("model".into(), json!(upstream_model));
     let (instructions, rest) = match req.messages.split_first() {
-        Some((first, rest)) if first.role == Role::System => (Some(join_text(&first.content, "\n\n")), rest),
+        Some((first, rest)) if first.role == Role::System => (Some(model::joined_text(&first.content, "\n\n")), rest),
         _ => (None, req.messages.as_slice()),
     };
     if let Some(instructions) = instructions.filter(|i| !i.is_empty()) {
@@ -276,17 +276,6 @@ fn tool_choice_json(choice: &ToolChoice) -> Value {
     }
 }
 
-fn join_text(parts: &[Part], sep: &str) -> String {
-    parts
-        .iter()
-        .filter_map(|p| match p {
-            Part::Text { text, .. } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join(sep)
-}
-
 fn input_content(parts: &[&Part]) -> Vec<Value> {
     parts
         .iter()
@@ -312,7 +301,7 @@ fn encode_input(messages: &[model::Message]) -> Vec<Value> {
         let rest: Vec<&Part> = message.content.iter().filter(|p| !matches!(p, Part::ToolResult { .. })).collect();
         match message.role {
             Role::System => {
-                let text = join_text(&message.content, "\n\n");
+                let text = model::joined_text(&message.content, "\n\n");
                 if !text.is_empty() {
                     out.push(json!({"type": "message", "role": "developer", "content": [{"type": "input_text", "text": text}]}));
                 }
@@ -374,7 +363,7 @@ fn tool_output_item(call_id: &str, content: &[Part], is_error: bool) -> Value {
         parts.extend(input_content(&content.iter().collect::<Vec<_>>()));
         Value::Array(parts)
     } else {
-        let text = join_text(content, "\n");
+        let text = model::joined_text(content, "\n");
         match (is_error, text.is_empty()) {
             (true, true) => json!("Error"),
             _ => json!(format!("{prefix}{text}")),

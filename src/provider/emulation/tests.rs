@@ -191,14 +191,7 @@ fn session() -> Request {
 }
 
 fn text_of(m: &Message) -> String {
-    m.content
-        .iter()
-        .filter_map(|p| match p {
-            Part::Text { text, .. } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("|")
+    m.joined_text("|")
 }
 
 #[test]
