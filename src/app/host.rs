@@ -114,14 +114,24 @@ impl Host {
         })
     }
 
-    /// Everything `serve` needs: loads (or on first run writes) the config file, fills the
-    /// machine defaults and builds the engine's environment parts.
+    /// Everything `serve` needs: makes Keyhaven's own config folder owner-only, loads (or on first
+    /// run writes, 0600) the config file, fills the machine defaults and builds the engine's
+    /// environment parts.
     pub fn serve_config(
         &self,
         paths: &Paths,
         logs: Option<LogRing>,
         out: &mut impl Write,
     ) -> Result<(EngineConfig, EngineExtras), HostError> {
+        // Keyhaven's own config folder is the owner's only; a folder the user named with
+        // `--config` is theirs to manage (the config file itself is restricted by the engine).
+        if let Some(dir) = self.config_dir.as_deref().filter(|d| paths.config.parent() == Some(*d)) {
+            crate::perms::private_dir(dir).map_err(|source| HostError::Io {
+                op: "restrict",
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
         let mut file = load_config(&paths.config, out)?;
         self.fill_lingma_defaults(&mut file);
         let extras = EngineExtras {
@@ -147,9 +157,9 @@ pub fn load_config(path: &Path, out: &mut impl Write) -> Result<FileConfig, Host
     let io = |op, source| HostError::Io { op, path: path.to_path_buf(), source };
     if !path.exists() {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| io("create the folder of", e))?;
+            crate::perms::create_dirs(dir).map_err(|e| io("create the folder of", e))?;
         }
-        std::fs::write(path, config::TEMPLATE).map_err(|e| io("write", e))?;
+        write_private(path, config::TEMPLATE).map_err(|e| io("write", e))?;
         let _ = writeln!(
             out,
             "No configuration yet: wrote an example to {}.\nAdd a provider and a model there, store its key with `keyhaven key set NAME`, and restart.",
@@ -158,6 +168,15 @@ pub fn load_config(path: &Path, out: &mut impl Write) -> Result<FileConfig, Host
     }
     let text = std::fs::read_to_string(path).map_err(|e| io("read", e))?;
     Ok(config::load_str(&path.display().to_string(), &text)?)
+}
+
+/// Writes a new file that only its owner can read (0600 on Unix).
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, crate::perms::FILE_MODE);
+    opts.open(path)?.write_all(text.as_bytes())
 }
 
 /// What a started engine prints: its endpoints, the dashboard and where the control token is.

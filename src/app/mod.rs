@@ -3,6 +3,7 @@
 //! [`EngineHandle`] is the cheap handle for queries.
 
 mod clients;
+mod files;
 pub mod host;
 pub mod supervisor;
 
@@ -154,6 +155,7 @@ impl Engine {
         secrets: Secrets,
         extras: EngineExtras,
     ) -> Result<Engine, EngineError> {
+        files::secure(&config)?;
         let epoch = crate::clock::now_ms();
         let db = config.database_path.clone();
         let synchronous_full = config.file.server.synchronous == crate::config::Synchronous::Full;
@@ -351,7 +353,9 @@ async fn start_proxy(
     let c = &config.file.cursor;
     let web =
         WebTools::from_config(&config.file.web, gateway.secrets()).map_err(|e| EngineError::Web(e.to_string()))?;
-    let backend = Backend::new(gateway, Some(store), spawner.clone(), backend_options(config));
+    // `record_calls = false` keeps no transcript either: conversations live in memory only.
+    let transcripts = config.file.server.record_calls.then_some(store);
+    let backend = Backend::new(gateway, transcripts, spawner.clone(), backend_options(config));
     install_web_tools(&backend, web);
     let mode = ModeSwitch::new(config.file.proxy.mode);
     let state = api::cursor::CursorState::new(

@@ -187,14 +187,27 @@ impl RoutingMode {
     }
 }
 
+/// The domains Keyhaven may decrypt: Cursor's. An intercept entry must be one of them or below
+/// one (so never a public suffix such as `com` or `co.uk`, nor another site).
+pub const CURSOR_DOMAINS: [&str; 2] = ["cursor.sh", "cursor.com"];
+
+/// Whether `domain` (lowercase, no port, no trailing dot) is one of [`CURSOR_DOMAINS`] or a
+/// subdomain of one, on a label boundary (`api2.cursor.sh` yes, `evilcursor.sh` no).
+pub fn is_cursor_domain(domain: &str) -> bool {
+    CURSOR_DOMAINS
+        .iter()
+        .any(|c| domain == *c || domain.strip_suffix(c).is_some_and(|p| p.len() > 1 && p.ends_with('.')))
+}
+
 /// The `[proxy]` table: the HTTPS proxy Cursor is pointed at.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProxyConfig {
     pub enabled: bool,
     pub listen: SocketAddr,
-    /// Registrable domains whose traffic is decrypted (each with every subdomain). The same list
-    /// becomes the local CA's name constraints.
+    /// Domains whose traffic is decrypted (each with every subdomain; a leading `*.` means the
+    /// same). Only Cursor's domains and their subdomains are accepted ([`is_cursor_domain`]). The
+    /// same list becomes the local CA's name constraints.
     pub intercept: Vec<String>,
     pub mode: RoutingMode,
 }
@@ -806,7 +819,17 @@ fn validate(file: &str, text: &str, config: &FileConfig) -> Result<(), ConfigErr
             }
         }
     }
-    for d in &config.proxy.intercept {
+    for entry in &config.proxy.intercept {
+        let d = entry.strip_prefix("*.").unwrap_or(entry);
+        if !d.contains('*') && !is_cursor_domain(&d.to_ascii_lowercase()) {
+            return Err(ConfigError::Semantic {
+                file: file.to_owned(),
+                message: format!(
+                    "proxy.intercept: `{entry}` is not one of Cursor's domains: only cursor.sh, cursor.com and their \
+                     subdomains can be decrypted (the local CA is limited to what this list names)"
+                ),
+            });
+        }
         let ok = !d.is_empty()
             && d.len() <= 253
             && d.contains('.')

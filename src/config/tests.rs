@@ -213,3 +213,27 @@ fn web_section_defaults_and_validation() {
     let err = load_str("c.toml", "[web]\nkey = \"BSA-plaintext\"\n").expect_err("no plaintext keys");
     assert!(err.to_string().contains("keyring:NAME"), "{err}");
 }
+
+#[test]
+fn intercept_list_takes_only_cursor_domains() {
+    let with = |list: &str| load_str("c.toml", &format!("{GOOD}\n[proxy]\nintercept = {list}\n"));
+    for ok in [
+        r#"["cursor.sh", "cursor.com"]"#,
+        r#"["api2.cursor.sh"]"#,
+        r#"["*.cursor.sh", "www.cursor.com"]"#,
+        r#"["agent.global.api5.cursor.sh"]"#,
+    ] {
+        let c = with(ok).unwrap_or_else(|e| panic!("{ok} accepted: {e}"));
+        assert!(!c.proxy.intercept.is_empty());
+    }
+    // Public suffixes, other sites, look-alikes and wildcards over a suffix are refused.
+    for bad in ["com", "co.uk", "sh", "*.sh", "github.com", "evilcursor.sh", "cursor.sh.evil.com", "cursor.shx"] {
+        let err = with(&format!("[\"{bad}\"]")).expect_err(bad).to_string();
+        assert!(err.contains("proxy.intercept") && err.contains("Cursor's domains"), "{bad}: {err}");
+    }
+    // A malformed name keeps its own message.
+    let err = with(r#"["Cursor.sh"]"#).expect_err("uppercase").to_string();
+    assert!(err.contains("lowercase DNS domain"), "{err}");
+    assert!(crate::config::is_cursor_domain("api2.cursor.sh"));
+    assert!(!crate::config::is_cursor_domain(".cursor.sh"));
+}

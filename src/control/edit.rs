@@ -67,7 +67,8 @@ impl ConfigFile {
     }
 }
 
-/// Writes `bytes` to a temporary file next to `path`, syncs it, then renames it over `path`.
+/// Writes `bytes` to a new owner-only temporary file next to `path`, syncs it, then renames it
+/// over `path`.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ControlError> {
     let io = |e: std::io::Error| ControlError::Io(format!("cannot write {}: {e}", path.display()));
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
@@ -75,10 +76,12 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ControlError
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "config.toml".into());
     let tmp = dir.join(format!(".{name}.{:08x}.tmp", rand::random::<u32>()));
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        if let Ok(meta) = std::fs::metadata(path) {
-            f.set_permissions(meta.permissions())?;
-        }
+        // Owner-only (0600 on Unix) from its first byte: the config names keys and providers.
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, crate::perms::FILE_MODE);
+        let mut f = opts.open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)

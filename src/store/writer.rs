@@ -404,11 +404,17 @@ fn delete_call(conn: &Connection, id: &str) -> rusqlite::Result<u64> {
     Ok(u64::try_from(n).unwrap_or(u64::MAX))
 }
 
-/// Deletes finished calls that started before `before_ms`. In-flight rows and rollups stay.
+/// Deletes finished calls that started before `before_ms`, and the agent transcripts idle since
+/// before it (see [`conversation::prune`]). In-flight rows and rollups stay. Returns the calls
+/// deleted.
 fn prune(conn: &Connection, before_ms: i64) -> rusqlite::Result<u64> {
     let n = conn
         .prepare_cached("DELETE FROM calls WHERE started_ms < ?1 AND status <> 'in_flight'")?
         .execute([before_ms])?;
+    let conversations = conversation::prune(conn, before_ms)?;
+    if conversations > 0 {
+        tracing::info!(conversations, "pruned agent transcripts past retention");
+    }
     Ok(u64::try_from(n).unwrap_or(u64::MAX))
 }
 
