@@ -188,9 +188,14 @@ capabilities = { tools = true }
 
 /// As [`start`], with `extra` (e.g. more `[[models]]`) appended to the config.
 pub async fn start_with(agent: &str, extra: &str) -> CursorSim {
+    start_server("", agent, extra).await
+}
+
+/// As [`start_with`], with `server` in the `[server]` table (e.g. `record_calls = false`).
+pub async fn start_server(server: &str, agent: &str, extra: &str) -> CursorSim {
     let mock = MockUpstream::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = config_text(&mock.url(), "") + "\n[agent]\n" + agent + "\n" + extra;
+    let config = config_text(&mock.url(), server) + "\n[agent]\n" + agent + "\n" + extra;
     let keyring = Arc::new(MemoryKeyring::default());
     let te = TestEngine::start_with_keyring(dir, &config, keyring.clone()).await;
     let conn = Conn::of(&te);
