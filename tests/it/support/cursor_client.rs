@@ -272,6 +272,9 @@ pub struct Turn {
     pub message_id: String,
     pub text: String,
     pub mode: agent::AgentMode,
+    /// A raw `UserMessage.mode` value sent instead of `mode` (values this build's enum lacks,
+    /// e.g. Cursor 3.x's `AGENT_MODE_CUSTOM = 8`).
+    pub mode_value: Option<i32>,
     pub mcp_tools: Vec<agent::McpToolDefinition>,
     /// The checkpoint the client stored (sent back as `conversation_state`).
     pub state: Option<agent::ConversationStateStructure>,
@@ -292,6 +295,7 @@ impl Turn {
             message_id: format!("m-{request_id}"),
             text: text.into(),
             mode: agent::AgentMode::Agent,
+            mode_value: None,
             mcp_tools: Vec::new(),
             state: None,
             pre_fetched_blobs: Vec::new(),
@@ -671,7 +675,7 @@ pub fn run_request(turn: &Turn, workspace: &str) -> agent::AgentClientMessage {
             user_message: Some(agent::UserMessage {
                 text: turn.text.clone(),
                 message_id: turn.message_id.clone(),
-                mode: turn.mode as i32,
+                mode: turn.mode_value.unwrap_or(turn.mode as i32),
                 ..Default::default()
             }),
             request_context: Some(request_context),
