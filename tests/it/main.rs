@@ -15,6 +15,7 @@ mod durability;
 mod emulation;
 mod error_lifecycle;
 mod faults;
+#[cfg(unix)]
 mod files;
 mod interaction;
 mod interrupt;
