@@ -8,6 +8,7 @@
 //! `KEYHAVEN_REQUIRE_TOOLS` is set. Codex runs with a throwaway `HOME`/`CODEX_HOME` whose config
 //! points only at the engine on 127.0.0.1.
 
+use crate::support::skip::skip;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -22,10 +23,6 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 const MARKER: &str = "hello-from-keyhaven";
 const FINAL_TEXT: &str = "Codex-through-Keyhaven-done";
 
-#[expect(clippy::print_stderr, reason = "a skipped external check must say so")]
-fn skip(what: &str) {
-    eprintln!("SKIPPED: {what}");
-}
 
 /// `vendor/<triple>/bin/codex` inside an installed `@openai/codex-<platform>` package.
 fn find_in_node_modules(root: &Path) -> Option<PathBuf> {

@@ -21,6 +21,7 @@
 //! unless `KEYHAVEN_REQUIRE_TOOLS` is set (CI), where they fail. `KEYHAVEN_CHROMIUM` overrides the
 //! browser path.
 
+use crate::support::skip::skip;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -46,10 +47,6 @@ const CLAUDE_SETTINGS: &str = "{\n  // my Claude Code settings\n  \"theme\": \"d
 const CURSOR_SETTINGS: &str = "{\n  // Cursor user settings\n  \"editor.fontSize\": 14\n}\n";
 const PROXY_URL: &str = "http://127.0.0.1:4938";
 
-#[expect(clippy::print_stderr, reason = "a skipped external check must say so")]
-fn skip(what: &str) {
-    eprintln!("SKIPPED: {what}");
-}
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
