@@ -46,7 +46,7 @@ kh_need_rust() {
 # The engine: D-Bus headers for the keyring's Secret Service backend.
 kh_need_engine_libs() { kh_need_rust; kh_need_pc dbus-1 libdbus-1-dev; }
 
-# The tray app: WebKitGTK, the tray indicator and librsvg (see docs/tauri-linux.md).
+# The tray app: WebKitGTK, the tray indicator and librsvg (see docs/tauri-linux.md §1).
 kh_need_app_libs() {
   kh_need_engine_libs
   kh_need_pc webkit2gtk-4.1 libwebkit2gtk-4.1-dev

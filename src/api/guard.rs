@@ -1,4 +1,4 @@
-//! The local-endpoint guard (security-reliability.md §2.2): exact `Host` allowlist (DNS
+//! The local-endpoint guard (docs/security-reliability.md §2.2): exact `Host` allowlist (DNS
 //! rebinding), exact `Origin` check (a page on another origin gets nothing), and JSON-only POST (a
 //! cross-site "simple request" cannot carry a body without a preflight). No CORS headers are ever
 //! sent, so browsers never let another origin read a response.

@@ -270,7 +270,7 @@ impl CursorRoute {
 }
 
 /// The transport knob Keyhaven may change in the official `GetServerConfig` answer
-/// (`http2_config`, cursor-protocol.md §1.2). Everything else in that answer is passed through.
+/// (`http2_config`, docs/cursor-wire.md §1.2). Everything else in that answer is passed through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CursorHttp2 {

@@ -35,7 +35,7 @@ const EVIL_PORT = evil.address().port;
 await run(async (keep) => {
   // Chromium's own Local/Private Network Access checks would block some of these requests
   // before they reach the engine; turn them off so the engine's guard is what is tested (other
-  // browsers, and older Chromes, do not have them; security-reliability.md: do not rely on PNA).
+  // browsers, and older Chromes, do not have them; docs/security-reliability.md §2.1: do not rely on PNA).
   const browser = await launch([
     "--host-resolver-rules=MAP evil.example 127.0.0.1, MAP rebind.evil.example 127.0.0.1",
     "--disable-features=LocalNetworkAccessChecks,BlockInsecurePrivateNetworkRequests,PrivateNetworkAccessSendPreflights,PrivateNetworkAccessRespectPreflightResults",

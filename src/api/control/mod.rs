@@ -2,7 +2,7 @@
 //! own loopback listener, one thin handler per [`ControlService`] method, plus the built UI at
 //! `/` ([`ui`]).
 //!
-//! Protection (security-reliability.md §2.2; [`guard`]): exact `Host`, exact `Origin` (only the
+//! Protection (docs/security-reliability.md §2.2; [`guard`]): exact `Host`, exact `Origin` (only the
 //! listener's own origins, e.g. `http://127.0.0.1:4937`), `Authorization: Bearer <control token>`
 //! compared in constant time, `Content-Type: application/json` on every method but GET and HEAD,
 //! and no CORS headers at all, so a page from another origin can neither read nor change

@@ -211,7 +211,7 @@ fn error_frames(body: ErrorBody) -> FrameStream {
     futures::stream::once(async move { Ok(frame) }).boxed()
 }
 
-/// RunSSE in hybrid mode: the 200 head goes out at once (cursor-protocol.md §1.6; a client may
+/// RunSSE in hybrid mode: the 200 head goes out at once (docs/cursor-wire.md §1.6; a client may
 /// wait for it before its first append), and the body follows the route the run request picks:
 /// the local subscription, or the official stream's body frames (byte-identical; a non-200
 /// official answer becomes a Connect error frame). The head announces gzip when the client

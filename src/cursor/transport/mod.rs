@@ -1,4 +1,4 @@
-//! Request id → transport handle (cursor-backend-design.md "cursor/transport").
+//! Request id → transport handle (docs/cursor-backend.md §2.1 "cursor/transport").
 //!
 //! A [`Transport`] is one agent stream's plumbing: an [`Inbox`] that delivers the client's
 //! messages in `append_seqno` order, and an [`Output`] hub that buffers the run's frames for the

@@ -1,4 +1,4 @@
-//! A Cursor client simulator for agent turns with tools, written from cursor-protocol.md §4.8 and
+//! A Cursor client simulator for agent turns with tools, written from docs/cursor-wire.md §4.8 and
 //! §5.3: it opens RunSSE through the engine's intercepting proxy (trusting only the engine's CA),
 //! appends the run request, then reads the stream and really executes every exec request
 //! (read, write, delete, grep and glob, ls, shell through `sh -c`, MCP) against a temporary
