@@ -25,6 +25,7 @@
 //! - **Live vs restart.** Providers, models, keys, routing mode and retention apply live; listen
 //!   addresses, proxy on/off, body capture and the UI directory need a restart (the answer says so).
 
+mod doctor;
 pub mod dto;
 mod edit;
 pub mod logs;

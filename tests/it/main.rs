@@ -11,6 +11,7 @@ mod control;
 mod conversation_delivery;
 mod count_tokens;
 mod cursor_sim;
+mod doctor;
 mod durability;
 mod emulation;
 mod error_lifecycle;

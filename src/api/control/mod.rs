@@ -124,6 +124,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(api: ControlApi, guard: Arc<crat
 fn routes() -> Router<ControlService> {
     Router::new()
         .route("/api/status", get(status))
+        .route("/api/doctor", get(doctor))
         .route("/api/providers", get(providers).post(create_provider))
         .route("/api/providers/{name}", put(update_provider).delete(delete_provider))
         .route("/api/providers/{name}/test", post(test_provider))
@@ -240,6 +241,10 @@ type Svc = State<ControlService>;
 
 async fn status(State(s): Svc) -> Res<dto::EngineStatus> {
     ok(s.status().await)
+}
+
+async fn doctor(State(s): Svc) -> Res<dto::DoctorReport> {
+    ok(Ok(s.doctor().await))
 }
 
 async fn providers(State(s): Svc) -> Res<Vec<dto::Provider>> {

@@ -3,6 +3,7 @@
 // the page's meta tag), or Tauri IPC in the app window (the shell's one `control` command, which
 // serves the same `/api/...` routes in-process and answers `{status, body}`).
 import type {
+  DoctorReport,
   AppInput,
   AppStatus,
   CaChange,
@@ -184,6 +185,8 @@ const seg = encodeURIComponent;
 export function createApi(t: Transport) {
   return {
     status: () => t.request<EngineStatus>("GET", "/api/status"),
+    /** The checks of `keyhaven doctor`; each provider check sends one small request. */
+    doctor: () => t.request<DoctorReport>("GET", "/api/doctor"),
 
     providers: () => t.request<Provider[]>("GET", "/api/providers"),
     createProvider: (p: ProviderInput) => t.request<Provider>("POST", "/api/providers", p),
