@@ -272,3 +272,85 @@ async fn the_engine_refuses_to_listen_beyond_loopback() {
     assert!(engine.local_addr().ip().is_unspecified());
     engine.shutdown(std::time::Duration::from_secs(5)).await;
 }
+
+/// A machine without an OS keyring (the Secret Service is unreachable, as on a headless server).
+struct NoKeyring;
+
+impl keyhaven::secrets::Keyring for NoKeyring {
+    fn get(&self, _: &str) -> Result<Option<secrecy::SecretString>, keyhaven::secrets::SecretError> {
+        Err(keyhaven::secrets::SecretError::Unavailable("DBus error: Unable to autolaunch a dbus-daemon".into()))
+    }
+    fn set(&self, _: &str, _: &secrecy::SecretString) -> Result<(), keyhaven::secrets::SecretError> {
+        Err(keyhaven::secrets::SecretError::Unavailable("DBus error: Unable to autolaunch a dbus-daemon".into()))
+    }
+    fn delete(&self, _: &str) -> Result<bool, keyhaven::secrets::SecretError> {
+        Err(keyhaven::secrets::SecretError::Unavailable("DBus error: Unable to autolaunch a dbus-daemon".into()))
+    }
+}
+
+/// Issue 14 §8: without a keyring the Clients page's shell exports work (the token goes to a
+/// 0600 file), and a key that needs the keyring gets words on what to do, never the D-Bus error.
+#[tokio::test]
+async fn without_a_keyring_the_dashboard_says_what_to_do() {
+    let mock = MockUpstream::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let file = load_str("t.toml", &config_text(&mock.url(), "")).expect("config");
+    let extras = EngineExtras {
+        setup: Some(keyhaven::setup::SetupEnv {
+            home: dir.path().join("home"),
+            platform: keyhaven::setup::Platform::Linux,
+            appdata: None,
+            data_dir: dir.path().to_path_buf(),
+            gateway_url: "http://127.0.0.1:4937".into(),
+            proxy_url: "http://127.0.0.1:4938".into(),
+        }),
+        ..EngineExtras::default()
+    };
+    let config = EngineConfig {
+        config_path: None,
+        database_path: dir.path().join("keyhaven.db"),
+        file,
+        listen: Some("127.0.0.1:0".parse().expect("addr")),
+        ca_dir: dir.path().join("ca"),
+        proxy_listen: Some("127.0.0.1:0".parse().expect("addr")),
+        upstream_overrides: Default::default(),
+    };
+    let secrets = Secrets::new(Arc::new(NoKeyring), Arc::new(|_| None));
+    let engine = Engine::start_with(config, secrets, extras).await.expect("starts without a keyring");
+    let base = format!("http://{}", engine.local_addr());
+    let token = ControlToken::load_or_create(dir.path()).expect("token");
+    let http = reqwest::Client::new();
+    let call = |method: reqwest::Method, path: &str, body: Option<&str>| {
+        let mut req = http.request(method, format!("{base}{path}")).bearer_auth(token.expose());
+        if let Some(b) = body {
+            req = req.header("content-type", "application/json").body(b.to_owned());
+        }
+        req.send()
+    };
+
+    let env = call(reqwest::Method::GET, "/api/clients/env", None).await.expect("send");
+    assert_eq!(env.status(), 200, "the shell exports load without a keyring");
+    let routed = call(reqwest::Method::POST, "/api/clients/env/route", Some("{}")).await.expect("send");
+    assert_eq!(routed.status(), 200);
+    let v: Value = routed.json().await.expect("json");
+    assert_eq!(v["tokenIssued"], true, "{v}");
+    let file = dir.path().join("client-tokens").join("env");
+    let stored = std::fs::read_to_string(&file).expect("the token's 0600 file");
+    assert!(v["exports"].as_str().expect("exports").contains(&stored), "{v}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&file).expect("meta").permissions().mode() & 0o777, 0o600);
+    }
+
+    let key = call(reqwest::Method::PUT, "/api/providers/oa/key", Some(r#"{"value": "sk-test-1234567890"}"#))
+        .await
+        .expect("send");
+    assert_eq!(key.status(), 503);
+    let v: Value = key.json().await.expect("json");
+    assert_eq!(v["kind"], "keyring_unavailable", "{v}");
+    let message = v["message"].as_str().expect("message");
+    assert!(!message.contains("DBus") && !message.contains("dbus-daemon"), "no raw D-Bus error: {message}");
+    assert!(message.contains("env:") && message.contains("no OS keyring"), "says what to do: {message}");
+    engine.shutdown(std::time::Duration::from_secs(5)).await;
+}

@@ -89,6 +89,7 @@ impl IntoResponse for CtlError {
             ControlError::Invalid(_) => StatusCode::BAD_REQUEST,
             ControlError::Conflict(_) => StatusCode::CONFLICT,
             ControlError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ref e if e.keyring_unavailable().is_some() => StatusCode::SERVICE_UNAVAILABLE,
             ref e if e.is_user_state() => StatusCode::CONFLICT,
             ControlError::Secret(_)
             | ControlError::Store(_)
@@ -97,10 +98,10 @@ impl IntoResponse for CtlError {
             | ControlError::Setup(_)
             | ControlError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        if status == StatusCode::INTERNAL_SERVER_ERROR {
+        if status == StatusCode::INTERNAL_SERVER_ERROR || self.0.keyring_unavailable().is_some() {
             tracing::warn!(kind = self.0.kind(), error = %self.0, "control call failed");
         }
-        error_response(status, self.0.kind(), &self.0.to_string())
+        error_response(status, self.0.kind(), &self.0.message())
     }
 }
 
