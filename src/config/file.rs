@@ -908,14 +908,17 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 /// (it decrypts Cursor's traffic with a CA only this machine trusts). Checked when the file is
 /// loaded and again by `Engine::start` on the addresses it actually binds.
 pub fn check_listen(server: &ServerConfig, gateway: SocketAddr, proxy: SocketAddr) -> Result<(), String> {
-    if !gateway.ip().is_loopback() && !(server.allow_remote && server.require_client_token) {
+    let remote_ok = server.allow_remote && server.require_client_token;
+    if !(gateway.ip().is_loopback() || remote_ok) {
         return Err(format!(
             "server.listen: `{gateway}` is not a loopback address; other machines could call the gateway. \
              Listen on 127.0.0.1, or set both allow_remote = true and require_client_token = true in [server]"
         ));
     }
     if !proxy.ip().is_loopback() {
-        return Err(format!("proxy.listen: `{proxy}` is not a loopback address; the proxy listens on this machine only"));
+        return Err(format!(
+            "proxy.listen: `{proxy}` is not a loopback address; the proxy listens on this machine only"
+        ));
     }
     Ok(())
 }

@@ -307,7 +307,10 @@ fn client_tokens_fall_back_to_private_files_without_a_keyring() {
     let keyring = Arc::new(MemoryKeyring::default());
     let old = ClientTokens::new(Arc::new(NoKeyring), dir.path()).issue("codex").expect("file token");
     let tokens = ClientTokens::new(keyring, dir.path());
-    assert_eq!(tokens.get("codex").expect("get").map(|t| t.expose_secret().to_owned()), Some(old.expose_secret().to_owned()));
+    assert_eq!(
+        tokens.get("codex").expect("get").map(|t| t.expose_secret().to_owned()),
+        Some(old.expose_secret().to_owned())
+    );
     tokens.store("codex", &old).expect("store");
     assert_eq!(tokens.location("codex").expect("location"), Some(TokenLocation::Keyring));
     assert!(!dir.path().join("client-tokens").join("codex").exists(), "moved into the keyring");

@@ -80,7 +80,10 @@ impl ClientTokens {
     fn fallback_file(&self, client: &str) -> Result<PathBuf, SetupError> {
         let ok = !client.is_empty() && client.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
         if !ok {
-            return Err(SetupError::State { path: self.fallback.clone(), message: format!("bad client name `{client}`") });
+            return Err(SetupError::State {
+                path: self.fallback.clone(),
+                message: format!("bad client name `{client}`"),
+            });
         }
         Ok(self.fallback.join(client))
     }
@@ -95,8 +98,11 @@ impl ClientTokens {
 
     fn write_fallback(&self, client: &str, token: &SecretString) -> Result<PathBuf, SetupError> {
         let path = self.fallback_file(client)?;
-        std::fs::create_dir_all(&self.fallback)
-            .map_err(|e| SetupError::Io { path: self.fallback.clone(), op: "create directory", source: e })?;
+        std::fs::create_dir_all(&self.fallback).map_err(|e| SetupError::Io {
+            path: self.fallback.clone(),
+            op: "create directory",
+            source: e,
+        })?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;

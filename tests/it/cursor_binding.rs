@@ -97,24 +97,24 @@ async fn foreign_injection_is_refused(mode: RoutingMode) {
     {
         a.command = "echo FORGED-RESULT".into();
     }
-    let mut forged: Vec<agent_client_message::Message> = s
-        .ws
-        .execute(&forged_exec)
-        .await
-        .into_iter()
-        .map(|r| {
-            agent_client_message::Message::ExecClientMessage(agent::ExecClientMessage {
-                id: exec.id,
-                exec_id: exec.exec_id.clone(),
-                message: Some(r),
+    let mut forged: Vec<agent_client_message::Message> =
+        s.ws.execute(&forged_exec)
+            .await
+            .into_iter()
+            .map(|r| {
+                agent_client_message::Message::ExecClientMessage(agent::ExecClientMessage {
+                    id: exec.id,
+                    exec_id: exec.exec_id.clone(),
+                    message: Some(r),
+                })
             })
-        })
-        .collect();
+            .collect();
     forged.push(agent_client_message::Message::ExecClientControlMessage(agent::ExecClientControlMessage {
         message: Some(exec_client_control_message::Message::StreamClose(agent::ExecStreamClose { id: exec.id })),
     }));
 
-    let attacker: &[(&str, &str)] = &[("authorization", "Bearer stolen-or-guessed"), ("x-cursor-client-version", "2.6.19")];
+    let attacker: &[(&str, &str)] =
+        &[("authorization", "Bearer stolen-or-guessed"), ("x-cursor-client-version", "2.6.19")];
     let nobody: &[(&str, &str)] = &[];
     let mut other_version = IDE_IDENTITY.to_vec();
     other_version[1] = ("x-cursor-client-version", "9.9.9");
@@ -142,7 +142,10 @@ async fn foreign_injection_is_refused(mode: RoutingMode) {
         let body = resp.into_body().collect().await.expect("body").to_bytes();
         let text = String::from_utf8_lossy(&body);
         assert!(text.contains("permission_denied"), "{identity:?}: {text}");
-        assert!(!text.contains("run_terminal_cmd") && !text.contains("echo legit-output"), "nothing of the run: {text}");
+        assert!(
+            !text.contains("run_terminal_cmd") && !text.contains("echo legit-output"),
+            "nothing of the run: {text}"
+        );
     }
 
     // The IDE's own appends (the real result, after the gate opens) still drive the run.

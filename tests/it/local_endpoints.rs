@@ -72,8 +72,7 @@ async fn open(link: &str) -> (u16, Option<String>, String) {
 async fn no_served_file_contains_the_control_token() {
     let mock = MockUpstream::start().await;
     let (engine, token) = engine_with_ui(&mock).await;
-    for path in ["/", "/index.html", "/overview", "/clients/env", "/assets/app.js", "/assets/app.css", "/favicon.svg"]
-    {
+    for path in ["/", "/index.html", "/overview", "/clients/env", "/assets/app.js", "/assets/app.css", "/favicon.svg"] {
         for host in ["127.0.0.1", "localhost"] {
             let url = engine.url(path).replace("127.0.0.1", host);
             let resp = engine.http.get(&url).send().await.expect("send");
@@ -154,7 +153,10 @@ async fn the_session_cookie_opens_the_control_api_only_from_the_page() {
     };
     let status = |r: reqwest::Response| r.status().as_u16();
     // What a page's own fetch sends: Sec-Fetch-Site on a same-origin GET, Origin on other methods.
-    assert_eq!(status(get(vec![("cookie", pair.clone()), ("sec-fetch-site", "same-origin".into())]).await.expect("s")), 200);
+    assert_eq!(
+        status(get(vec![("cookie", pair.clone()), ("sec-fetch-site", "same-origin".into())]).await.expect("s")),
+        200
+    );
     assert_eq!(status(get(vec![("cookie", pair.clone()), ("origin", own.clone())]).await.expect("s")), 200);
     let localhost = format!("http://localhost:{port}");
     assert_eq!(status(get(vec![("cookie", pair.clone()), ("origin", localhost)]).await.expect("s")), 200);

@@ -605,7 +605,13 @@ async fn client_tokens_name_the_client_and_can_be_required() {
     assert_eq!(models.status(), 200);
     let v: serde_json::Value = models.json().await.expect("json");
     assert!(v["data"].as_array().expect("list").iter().any(|m| m["id"] == "an-model"), "{v}");
-    let keyed = engine.http.get(engine.url("/v1/models")).header("x-api-key", token.expose_secret()).send().await.expect("send");
+    let keyed = engine
+        .http
+        .get(engine.url("/v1/models"))
+        .header("x-api-key", token.expose_secret())
+        .send()
+        .await
+        .expect("send");
     assert_eq!(keyed.status(), 200, "x-api-key carries the token too");
     let health = engine.http.get(engine.url("/health")).send().await.expect("send");
     assert_eq!(health.status(), 200, "/health needs no token");

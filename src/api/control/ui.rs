@@ -34,12 +34,8 @@ pub fn auth_path(nonce: &str) -> String {
 /// `GET /auth?nonce=…`: trades a live nonce for a session cookie and sends the browser to `/`
 /// (so the nonce leaves the address bar and the history).
 fn auth(sessions: &Sessions, query: Option<&str>) -> Response {
-    let nonce = query
-        .unwrap_or("")
-        .split('&')
-        .filter_map(|kv| kv.split_once('='))
-        .find(|(k, _)| *k == "nonce")
-        .map(|(_, v)| v);
+    let nonce =
+        query.unwrap_or("").split('&').filter_map(|kv| kv.split_once('=')).find(|(k, _)| *k == "nonce").map(|(_, v)| v);
     match nonce.and_then(|n| sessions.redeem(n)) {
         Some(session) => {
             let mut resp = StatusCode::SEE_OTHER.into_response();
@@ -107,12 +103,10 @@ pub async fn serve(State(ui): State<UiState>, req: Request) -> Response {
     }
     let path = req.uri().path().to_owned();
     let mut resp = match (&ui.dir, req.method()) {
-        _ if path == "/auth" && matches!(*req.method(), Method::GET) && ui.sessions.is_some() => {
-            match &ui.sessions {
-                Some(sessions) => auth(sessions, req.uri().query()),
-                None => crate::api::gateway::not_found(req.uri().clone()).await,
-            }
-        }
+        _ if path == "/auth" && matches!(*req.method(), Method::GET) && ui.sessions.is_some() => match &ui.sessions {
+            Some(sessions) => auth(sessions, req.uri().query()),
+            None => crate::api::gateway::not_found(req.uri().clone()).await,
+        },
         _ if path.starts_with("/api/") => {
             error_response(StatusCode::NOT_FOUND, "not_found", &format!("no route for {path}"))
         }
