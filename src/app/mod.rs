@@ -252,9 +252,11 @@ impl Engine {
             retention_days: retention_days.clone(),
         });
         let dashboard = Arc::new(api::control::session::Sessions::new(addr.port()));
+        let mut guard = GuardConfig::for_listener(addr);
+        guard.remote = !addr.ip().is_loopback();
         let state = ApiState {
             gateway: gateway.clone(),
-            guard: Arc::new(GuardConfig::for_listener(addr)),
+            guard: Arc::new(guard),
             max_request_bytes: server.max_request_bytes,
             shutdown: spawner.root_token().child_token(),
             clients: directory,
@@ -276,6 +278,8 @@ impl Engine {
             }
         });
         spawner.spawn_graceful(async move {
+            // The peer address lets the control API refuse other machines (`allow_remote`).
+            let app = app.into_make_service_with_connect_info::<SocketAddr>();
             let serve = axum::serve(listener, app).with_graceful_shutdown(token.cancelled_owned());
             if let Err(e) = serve.await {
                 tracing::error!(error = %e, "gateway listener stopped");

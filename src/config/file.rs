@@ -388,8 +388,9 @@ pub struct ServerConfig {
     pub body_capture_limit: usize,
     pub max_request_bytes: usize,
     pub retention_days: u32,
-    /// The built web UI (`ui/dist`), served at `/` on the gateway listener with the control token
-    /// injected. Unset or missing: no UI is served (the control API under `/api/` still is).
+    /// The built web UI (`ui/dist`), served at `/` on the gateway listener as it is (no credential
+    /// in it; `keyhaven dashboard` gives a one-time link). Unset or missing: no UI is served (the
+    /// control API under `/api/` still is).
     pub ui_dir: Option<std::path::PathBuf>,
 }
 

@@ -272,6 +272,24 @@ async fn the_engine_refuses_to_listen_beyond_loopback() {
     let (r, _) = start("allow_remote = true\nrequire_client_token = true", "0.0.0.0:0", "127.0.0.1:0").await;
     let engine = r.expect("allowed with both");
     assert!(engine.local_addr().ip().is_unspecified());
+    // Gateway calls from other machines name this machine's address: any Host reaches the token
+    // gate (401 without a token, not 403); the control API keeps the exact hosts.
+    let port = engine.local_addr().port();
+    let http = reqwest::Client::new();
+    let models = http
+        .get(format!("http://127.0.0.1:{port}/v1/models"))
+        .header("host", format!("keyhaven.lan:{port}"))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(models.status(), 401, "the client token is what counts beyond loopback");
+    let api = http
+        .get(format!("http://127.0.0.1:{port}/api/status"))
+        .header("host", format!("keyhaven.lan:{port}"))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(api.status(), 403, "the control API keeps its exact hosts");
     engine.shutdown(std::time::Duration::from_secs(5)).await;
 }
 

@@ -1,4 +1,4 @@
-//! The control API's guard: exact `Host`, exact `Origin` (only the listener's own origins), then
+//! The control API's guard: a loopback peer (where the server recorded one), exact `Host`, exact `Origin` (only the listener's own origins), then
 //! either the bearer token (constant time) or a dashboard session cookie ([`super::session`]),
 //! JSON on every method but GET and HEAD. A cookie is ambient (the browser adds it on its own), so
 //! a request authenticated by it must also show that it comes from the page itself: an `Origin`
@@ -21,6 +21,8 @@ use crate::control::token::ControlToken;
 /// Why a request was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
+    /// A peer on another machine (a listener beyond loopback).
+    Remote,
     Host,
     Origin,
     Token,
@@ -30,6 +32,11 @@ pub enum Refusal {
 impl Refusal {
     pub fn response(self) -> Response {
         match self {
+            Refusal::Remote => error_response(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "the control API and the dashboard answer this machine only",
+            ),
             Refusal::Host => error_response(StatusCode::FORBIDDEN, "forbidden", "Host not allowed"),
             Refusal::Origin => error_response(StatusCode::FORBIDDEN, "forbidden", "Origin not allowed"),
             Refusal::Token => error_response(
@@ -76,6 +83,11 @@ impl ControlGuard {
 
     /// `Err` when the request must be refused.
     pub fn admit(&self, req: &Request) -> Result<(), Refusal> {
+        // The peer, where the server recorded it (in-process callers have none).
+        let peer = req.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>();
+        if peer.is_some_and(|p| !p.0.ip().to_canonical().is_loopback()) {
+            return Err(Refusal::Remote);
+        }
         let headers = req.headers();
         // HTTP/2 carries the host as `:authority` (the URI), HTTP/1.1 as `Host`.
         let host = headers
