@@ -158,6 +158,7 @@ async fn the_session_cookie_opens_the_control_api_only_from_the_page() {
         200
     );
     assert_eq!(status(get(vec![("cookie", pair.clone()), ("origin", own.clone())]).await.expect("s")), 200);
+    assert_eq!(status(get(vec![("cookie", pair.clone()), ("x-keyhaven-ui", "1".into())]).await.expect("s")), 200);
     let localhost = format!("http://localhost:{port}");
     assert_eq!(status(get(vec![("cookie", pair.clone()), ("origin", localhost)]).await.expect("s")), 200);
     // Without proof that the page itself asks: refused.

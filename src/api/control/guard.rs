@@ -2,7 +2,9 @@
 //! either the bearer token (constant time) or a dashboard session cookie ([`super::session`]),
 //! JSON on every method but GET and HEAD. A cookie is ambient (the browser adds it on its own), so
 //! a request authenticated by it must also show that it comes from the page itself: an `Origin`
-//! (which passed the exact check) or `Sec-Fetch-Site: same-origin`. Refusals are 403 (Host,
+//! (which passed the exact check), `Sec-Fetch-Site: same-origin`, or the [`UI_HEADER`] the UI
+//! adds (a page of another origin cannot send a custom header without a CORS preflight, which
+//! this server never grants). Refusals are 403 (Host,
 //! Origin), 401 (token) and 415 (content type), decided before any handler runs, so a refused
 //! request has no side effect. No CORS header is ever added; responses are `no-store`.
 
@@ -17,6 +19,9 @@ use crate::api::GuardConfig;
 use crate::api::control::error_response;
 use crate::api::control::session::Sessions;
 use crate::control::token::ControlToken;
+
+/// The header the dashboard's own requests carry (for browsers that send no `Sec-Fetch-Site`).
+pub const UI_HEADER: &str = "x-keyhaven-ui";
 
 /// Why a request was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,6 +118,7 @@ impl ControlGuard {
                     return Err(Refusal::Token);
                 }
                 let from_the_page = headers.contains_key(header::ORIGIN)
+                    || headers.contains_key(UI_HEADER)
                     || headers.get("sec-fetch-site").is_some_and(|v| v.as_bytes() == b"same-origin");
                 if !from_the_page {
                     return Err(Refusal::Origin);

@@ -6,7 +6,7 @@
 //!   ◄── http://127.0.0.1:PORT/auth?nonce=<128 random bits>   (single use, 60 s)
 //! browser ── GET /auth?nonce=… ──► 303 Location: /  +  Set-Cookie: kh_session_PORT=<256 bits>;
 //!                                                       HttpOnly; SameSite=Strict; Path=/
-//! page ── fetch /api/… (cookie; Origin or Sec-Fetch-Site: same-origin) ──► control API
+//! page ── fetch /api/… (cookie; Origin, Sec-Fetch-Site: same-origin or X-Keyhaven-UI) ──► control API
 //! ```
 //!
 //! Nonces and sessions live in memory only (an engine restart signs every browser out; run

@@ -19,7 +19,7 @@ describe("HttpTransport", () => {
     expect(url).toBe("/api/routing");
     expect(init?.method).toBe("GET");
     expect(init?.credentials).toBe("same-origin");
-    expect(Object.keys(headersOf(init))).toEqual(["Accept"]);
+    expect(headersOf(init)).toEqual({ Accept: "application/json", "X-Keyhaven-UI": "1" });
     expect(headersOf(init)["Content-Type"]).toBeUndefined();
     expect(init?.body).toBeUndefined();
   });

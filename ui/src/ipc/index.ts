@@ -77,8 +77,8 @@ export interface HttpOptions {
 
 /**
  * JSON over HTTP to the page's own origin. It sends no credential of its own: the browser adds
- * the session cookie (`credentials: "same-origin"`) and, being the page's own request, an
- * `Origin` or `Sec-Fetch-Site: same-origin` header, which the engine requires with a cookie.
+ * the session cookie (`credentials: "same-origin"`); `X-Keyhaven-UI` (and the browser's own
+ * `Origin` or `Sec-Fetch-Site: same-origin`) shows the engine that the page itself asks.
  */
 export class HttpTransport implements Transport {
   private readonly baseUrl: string;
@@ -90,7 +90,9 @@ export class HttpTransport implements Transport {
   }
 
   async request<T>(method: Method, path: string, body?: unknown): Promise<T> {
-    const headers: Record<string, string> = { Accept: "application/json" };
+    // X-Keyhaven-UI: proof for the engine that the page itself asks (a page of another origin
+    // cannot send it without a CORS preflight, which the engine never grants).
+    const headers: Record<string, string> = { Accept: "application/json", "X-Keyhaven-UI": "1" };
     const init: RequestInit = { method, headers, credentials: "same-origin", cache: "no-store" };
     // The engine wants application/json on every method but GET and HEAD, bodies or not.
     if (method !== "GET") {

@@ -68,6 +68,7 @@ fn a_session_cookie_counts_only_from_the_page_itself() {
     };
     assert_eq!(with(&[("sec-fetch-site", "same-origin")]), Ok(()));
     assert_eq!(with(&[("origin", "http://127.0.0.1:4937")]), Ok(()));
+    assert_eq!(with(&[("x-keyhaven-ui", "1")]), Ok(()), "the UI's own header (needs a preflight cross-origin)");
     assert_eq!(with(&[]), Err(Refusal::Origin), "no proof the page asks");
     assert_eq!(with(&[("sec-fetch-site", "same-site")]), Err(Refusal::Origin), "another port of 127.0.0.1");
     assert_eq!(with(&[("origin", "http://127.0.0.1:8080")]), Err(Refusal::Origin));
