@@ -20,7 +20,7 @@
 //!
 //! A local stream belongs to the client that first named it (issue 14 §5): its request id alone
 //! lets no other local connection read its output or inject tool results, approvals or messages.
-//! The IDE sends each BidiAppend on a new connection (`Connection: close`, cursor-protocol.md
+//! The IDE sends each BidiAppend on a new connection (`Connection: close`, docs/cursor-wire.md
 //! §1.5), so the binding cannot be the TLS connection; it is a digest of the IDE's own identity
 //! headers ([`client_binding`]: its Cursor access token, client version and type, privacy mode).
 //! A RunSSE or append whose binding differs gets Connect `permission_denied` (HTTP 403) and

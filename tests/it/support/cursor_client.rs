@@ -135,7 +135,7 @@ struct Conn {
     identity: Vec<(String, String)>,
 }
 
-/// The identity headers the simulated IDE sends on every request (cursor-protocol.md §1.5): its
+/// The identity headers the simulated IDE sends on every request (docs/cursor-wire.md §1.5): its
 /// Cursor access token, client version and type, and privacy mode.
 pub const IDE_IDENTITY: [(&str, &str); 4] = [
     ("authorization", "Bearer sim-cursor-access-token"),
