@@ -75,7 +75,7 @@ enum Command {
         #[command(subcommand)]
         action: CaAction,
     },
-    /// Print the web dashboard's address and the control API token (created on first use).
+    /// Print a one-time link to the running engine's web dashboard (the token is never printed).
     Dashboard,
 }
 
@@ -326,7 +326,9 @@ fn dollars(micros_per_mtok: u64) -> String {
     format!("{:.2}", micros_per_mtok as f64 / 1e6)
 }
 
-/// The dashboard address and the control token, for the browser UI and scripts.
+/// A one-time link to the web dashboard of the running engine: the CLI holds the 0600 token file
+/// and asks the engine (`POST /api/session/nonce`) for a nonce; the browser trades it for a
+/// session cookie. The token itself is never printed.
 fn dashboard(paths: &Paths, out: &mut impl Write) -> anyhow::Result<()> {
     let token = ControlToken::load_or_create(&paths.data)?;
     let listen = if paths.config.exists() {
@@ -335,13 +337,13 @@ fn dashboard(paths: &Paths, out: &mut impl Write) -> anyhow::Result<()> {
     } else {
         config::ServerConfig::default().listen
     };
-    writeln!(out, "Dashboard:     http://{listen}/  (needs [server] ui_dir and a running `keyhaven serve`)")?;
-    writeln!(out, "Control API:   http://{listen}/api/status")?;
-    writeln!(out, "Control token: {}", token.expose())?;
-    writeln!(out, "  e.g. curl -H 'Authorization: Bearer {}' http://{listen}/api/status", token.expose())?;
+    let url = host::request_dashboard_link(listen, &token)?;
+    writeln!(out, "Open the dashboard: {url}")?;
+    writeln!(out, "  (works once, within a minute; needs [server] ui_dir, or the app's headless mode)")?;
+    let api = host::loopback(listen);
     writeln!(
         out,
-        "The token is kept in {} (0600); anyone who has it can change Keyhaven.",
+        "Scripts: curl -H \"Authorization: Bearer $(cat {})\" http://{api}/api/status",
         ControlToken::path(&paths.data).display()
     )?;
     Ok(())
@@ -370,7 +372,7 @@ fn serve(
         let handle = supervisor.start().await?;
         // A closed stdout (a supervisor that stopped reading) must not stop the gateway.
         let mut out = std::io::stdout().lock();
-        let _ = write!(out, "{}", host::banner(&handle, models, ui, &data_dir, None));
+        let _ = write!(out, "{}", host::banner(&handle, models, ui, &data_dir));
         let _ = out.flush();
         drop(out);
         shutdown_signal().await;

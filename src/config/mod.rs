@@ -11,7 +11,7 @@ pub use file::{
     KeyRef, LINGMA_DEFAULT_TIMEOUT, LingmaOptions, LingmaTransport, ModelCapabilities, ModelConfig, ModelTimeouts,
     PriceOverride, ProviderConfig, ProviderKind, ProxyConfig, RetryConfig, RoutingConfig, RoutingMode, ServerConfig,
     SessionMode, SetupConfig, Synchronous, TimeoutConfig, ToolsMode, WEB_FETCH_MAX_BYTES_LIMIT, WebConfig, WebFetch,
-    WebSearch, load_str,
+    WebSearch, check_listen, load_str,
 };
 
 use std::collections::HashMap;

@@ -34,7 +34,7 @@ mod fsio;
 mod state;
 mod tokens;
 
-pub use tokens::{ClientTokens, TOKEN_PREFIX, generate_token, keyring_entry};
+pub use tokens::{ClientTokens, TOKEN_PREFIX, TokenLocation, generate_token, keyring_entry};
 
 use std::fmt;
 use std::path::{Path, PathBuf};

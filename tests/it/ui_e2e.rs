@@ -197,6 +197,7 @@ async fn ui_walkthrough_in_chromium() {
     let token = ControlToken::load_or_create(engine.dir.path()).expect("token");
     let env = vec![
         ("KH_URL", engine.base.clone()),
+        ("KH_LINK", engine.handle.dashboard_link()),
         ("KH_TOKEN", token.expose().to_owned()),
         ("KH_MOCK_URL", mock.url()),
         ("KH_KEY", UI_KEY.to_owned()),
@@ -326,8 +327,12 @@ async fn hostile_page_cannot_read_or_change_anything() {
     let before = snapshot(&engine, &home, &keychain).await;
     let token = ControlToken::load_or_create(engine.dir.path()).expect("token");
 
-    let env =
-        vec![("KH_URL", engine.base.clone()), ("KH_TOKEN", token.expose().to_owned()), ("KH_CALL_ID", call_id.clone())];
+    let env = vec![
+        ("KH_URL", engine.base.clone()),
+        ("KH_LINK", engine.handle.dashboard_link()),
+        ("KH_TOKEN", token.expose().to_owned()),
+        ("KH_CALL_ID", call_id.clone()),
+    ];
     let t = tools_clone(&tools);
     let out2 = out.clone();
     let run = tokio::task::spawn_blocking(move || run_script(&t, "hostile.mjs", &out2, &env)).await.expect("join");
