@@ -113,8 +113,17 @@ def responses_run():
             kwargs["tools"] = tools
         if stream:
             with client.responses.stream(**kwargs) as s:
-                for _ in s:
-                    pass
+                failure = None
+                for ev in s:
+                    # The SDK's get_final_response() only says "Didn't receive a response.completed
+                    # event"; the failure the client saw is in the event itself.
+                    if ev.type == "response.failed":
+                        e = ev.response.error
+                        failure = f"response.failed: {e.code}: {e.message}" if e else "response.failed"
+                    elif ev.type == "error":
+                        failure = f"error event: {ev.code}: {ev.message}"
+                if failure:
+                    raise RuntimeError(failure)
                 resp = s.get_final_response()
         else:
             resp = client.responses.create(**kwargs)

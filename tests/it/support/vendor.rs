@@ -139,6 +139,11 @@ impl Scenario {
         }
     }
 
+    /// Scenarios where the client is meant to see an error (or the engine may pass one on).
+    pub fn expects_error(self) -> bool {
+        matches!(self, Scenario::ErrorMidStream | Scenario::Dropped | Scenario::RateLimited)
+    }
+
     fn parse(s: &str) -> Option<Scenario> {
         [Scenario::Agent].into_iter().chain(Scenario::SDK).find(|x| x.name() == s)
     }
@@ -1078,4 +1083,86 @@ fn sse_reply(chunks: Vec<String>, drop: bool) -> Response {
         .header("cache-control", "no-cache")
         .body(Body::from_stream(stream))
         .expect("response")
+}
+
+// ---------------------------------------------------------------------------------------------
+// The wire tap
+
+/// A transparent proxy between the clients and the engine that notes, per run (the marker in the
+/// body), each request's method, path and the engine's status, with the body of every error
+/// answer. It never decodes a success: it shows when the engine refused a request that the client
+/// then worked around (Claude Code, for one, retries without what was refused).
+#[derive(Debug, Clone)]
+pub struct WireTap {
+    addr: std::net::SocketAddr,
+    log: Arc<Mutex<HashMap<String, Vec<(u16, String)>>>>,
+}
+
+#[derive(Clone)]
+struct TapState {
+    target: String,
+    http: reqwest::Client,
+    log: Arc<Mutex<HashMap<String, Vec<(u16, String)>>>>,
+}
+
+impl WireTap {
+    pub async fn start(target: &str) -> WireTap {
+        let log = Arc::new(Mutex::new(HashMap::new()));
+        let state = TapState { target: target.to_owned(), http: reqwest::Client::new(), log: log.clone() };
+        let app = axum::Router::new().fallback(tap).with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind wire tap");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        WireTap { addr, log }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// (status, "METHOD path -> status [error body]") per request of a run.
+    pub fn log(&self, run: &str) -> Vec<(u16, String)> {
+        self.log.lock().expect("lock").get(run).cloned().unwrap_or_default()
+    }
+}
+
+async fn tap(
+    State(st): State<TapState>,
+    method: Method,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
+    let run = find_marker(&String::from_utf8_lossy(&body)).map(|m| m.run).unwrap_or_else(|| "(no marker)".into());
+    let path = uri.path_and_query().map(|p| p.as_str().to_owned()).unwrap_or_default();
+    let mut req = st.http.request(method.clone(), format!("{}{path}", st.target)).body(body);
+    for (k, v) in &headers {
+        if k != "host" && k != "content-length" {
+            req = req.header(k, v);
+        }
+    }
+    let note = |status: u16, line: String| st.log.lock().expect("lock").entry(run.clone()).or_default().push((status, line));
+    let resp = match req.send().await {
+        Ok(r) => r,
+        Err(e) => {
+            note(502, format!("{method} {path} -> engine unreachable: {e}"));
+            return plain(502, "wire tap: engine unreachable");
+        }
+    };
+    let status = resp.status();
+    let mut out = Response::builder().status(status.as_u16());
+    for (k, v) in resp.headers() {
+        if k != "content-length" && k != "transfer-encoding" {
+            out = out.header(k, v);
+        }
+    }
+    if status.as_u16() >= 400 {
+        let text = resp.text().await.unwrap_or_default();
+        note(status.as_u16(), format!("{method} {path} -> {} {text:.600}", status.as_u16()));
+        return out.body(Body::from(text)).expect("response");
+    }
+    note(status.as_u16(), format!("{method} {path} -> {}", status.as_u16()));
+    out.body(Body::from_stream(resp.bytes_stream())).expect("response")
 }
