@@ -50,7 +50,8 @@ pub const RETRIED: &str = "kh-retried-after-drop";
 /// The answer after the 429.
 pub const AFTER_429: &str = "kh-after-429";
 /// The 1x1 PNG the clients send, base64.
-pub const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+pub const PNG_B64: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
 /// The arguments of the two parallel calls.
 pub fn weather_args() -> Value {
     json!({"city": "Paris, FR", "unit": "celsius"})
@@ -370,7 +371,10 @@ fn answer(dialect: Dialect, req: &Value, m: &Marker, inner: &mut Inner) -> Answe
             if has_image(dialect, req) {
                 text(IMAGE_OK)
             } else {
-                Answer::Status(400, invalid(dialect, "scripted upstream: the request carries no image with the client's PNG"))
+                Answer::Status(
+                    400,
+                    invalid(dialect, "scripted upstream: the request carries no image with the client's PNG"),
+                )
             }
         }
         Scenario::ErrorMidStream => Answer::Script(vec![Block::Text(PARTIAL.into())], Tail::Error),
@@ -382,12 +386,16 @@ fn answer(dialect: Dialect, req: &Value, m: &Marker, inner: &mut Inner) -> Answe
             let all = results.iter().map(|(_, t)| t.as_str()).collect::<Vec<_>>().join("\n");
             match all.find("kh-secret-") {
                 Some(i) => {
-                    let token: String = all[i..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+                    let token: String =
+                        all[i..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
                     text(&format!("The file says: {token}"))
                 }
                 None => Answer::Status(
                     400,
-                    invalid(dialect, &format!("scripted upstream: the tool result lacks the file's content: {all:.300}")),
+                    invalid(
+                        dialect,
+                        &format!("scripted upstream: the tool result lacks the file's content: {all:.300}"),
+                    ),
                 ),
             }
         }
@@ -397,7 +405,11 @@ fn answer(dialect: Dialect, req: &Value, m: &Marker, inner: &mut Inner) -> Answe
             let call = if names.iter().any(|n| n == "Read") {
                 Call { id: String::new(), name: "Read".into(), args: json!({"file_path": path}).to_string() }
             } else if names.iter().any(|n| n == "exec_command") {
-                Call { id: String::new(), name: "exec_command".into(), args: json!({"cmd": format!("cat {path}")}).to_string() }
+                Call {
+                    id: String::new(),
+                    name: "exec_command".into(),
+                    args: json!({"cmd": format!("cat {path}")}).to_string(),
+                }
             } else if names.iter().any(|n| n == "shell") {
                 Call { id: String::new(), name: "shell".into(), args: json!({"command": ["cat", path]}).to_string() }
             } else {
@@ -434,9 +446,8 @@ fn issue(dialect: Dialect, req: &Value, blocks: Vec<Block>, inner: &mut Inner) -
                 }
                 Dialect::Responses => {
                     let id = format!("rs_{:04}", inner.id());
-                    let include = req["include"]
-                        .as_array()
-                        .is_some_and(|a| a.iter().any(|v| v == "reasoning.encrypted_content"));
+                    let include =
+                        req["include"].as_array().is_some_and(|a| a.iter().any(|v| v == "reasoning.encrypted_content"));
                     let enc = include.then(|| format!("gAAAAAB{}enc{}", inner.id(), id));
                     if let Some(e) = &enc {
                         inner.encrypted.push(e.clone());
@@ -524,11 +535,10 @@ fn tool_names(req: &Value) -> Vec<String> {
 
 fn has_image(dialect: Dialect, req: &Value) -> bool {
     let data_url = format!("data:image/png;base64,{PNG_B64}");
-    items(dialect, req).iter().flat_map(|m| m["content"].as_array().cloned().unwrap_or_default()).any(|p| match dialect {
+    items(dialect, req).iter().flat_map(|m| m["content"].as_array().cloned().unwrap_or_default()).any(|p| match dialect
+    {
         Dialect::Chat => p["type"] == "image_url" && p["image_url"]["url"] == data_url.as_str(),
-        Dialect::Anthropic => {
-            p["type"] == "image" && p["source"]["type"] == "base64" && p["source"]["data"] == PNG_B64
-        }
+        Dialect::Anthropic => p["type"] == "image" && p["source"]["type"] == "base64" && p["source"]["data"] == PNG_B64,
         Dialect::Responses => p["type"] == "input_image" && p["image_url"] == data_url.as_str(),
     })
 }
@@ -588,11 +598,8 @@ fn validate_anthropic(req: &Value, messages: &[Value], inner: &Inner) -> Option<
             .collect();
         if m["role"] == "assistant" && !uses.is_empty() {
             let next = messages.get(i + 1).map(blocks).unwrap_or_default();
-            let answered: Vec<&str> = next
-                .iter()
-                .filter(|b| b["type"] == "tool_result")
-                .filter_map(|b| b["tool_use_id"].as_str())
-                .collect();
+            let answered: Vec<&str> =
+                next.iter().filter(|b| b["type"] == "tool_result").filter_map(|b| b["tool_use_id"].as_str()).collect();
             let missing: Vec<&str> = uses.iter().map(String::as_str).filter(|id| !answered.contains(id)).collect();
             if !missing.is_empty() {
                 return Some(format!(
@@ -629,7 +636,8 @@ fn validate_anthropic(req: &Value, messages: &[Value], inner: &Inner) -> Option<
     }
     if thinking_on && let Some((i, uses)) = last_tool_turn {
         let issued_with_thinking = uses.iter().any(|id| inner.issued.get(id).is_some_and(|x| x.signature.is_some()));
-        let first = blocks(&messages[i]).first().and_then(|b| b["type"].as_str().map(str::to_owned)).unwrap_or_default();
+        let first =
+            blocks(&messages[i]).first().and_then(|b| b["type"].as_str().map(str::to_owned)).unwrap_or_default();
         if issued_with_thinking && first != "thinking" && first != "redacted_thinking" {
             return Some(format!(
                 "messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{first}`. When \
@@ -671,9 +679,9 @@ fn validate_responses(req: &Value, input: &[Value], inner: &Inner) -> Option<Str
                 && store_false
             {
                 let fc = item["id"].as_str().unwrap_or(id);
-                let carried = input[..i].iter().any(|p| {
-                    p["type"] == "reasoning" && enc.as_deref().is_some_and(|e| p["encrypted_content"] == e)
-                });
+                let carried = input[..i]
+                    .iter()
+                    .any(|p| p["type"] == "reasoning" && enc.as_deref().is_some_and(|e| p["encrypted_content"] == e));
                 if !carried {
                     return Some(format!(
                         "Item '{fc}' of type 'function_call' was provided without its required 'reasoning' item: '{rs}'."
@@ -831,7 +839,9 @@ fn anthropic_sse(model: &str, blocks: &[Block], tail: Tail) -> Vec<String> {
     ];
     let mut index = 0;
     let mut stop = "end_turn";
-    let delta = |i: usize, d: Value| an_event("content_block_delta", json!({"type": "content_block_delta", "index": i, "delta": d}));
+    let delta = |i: usize, d: Value| {
+        an_event("content_block_delta", json!({"type": "content_block_delta", "index": i, "delta": d}))
+    };
     let block_stop = |i: usize| an_event("content_block_stop", json!({"type": "content_block_stop", "index": i}));
     for b in blocks {
         match b {
@@ -929,7 +939,8 @@ fn responses_items(blocks: &[Block]) -> Vec<Value> {
                 }
                 out.push(item);
             }
-            Block::Text(t) => out.push(json!({"id": "msg_kh01", "type": "message", "status": "completed", "role": "assistant",
+            Block::Text(t) => out
+                .push(json!({"id": "msg_kh01", "type": "message", "status": "completed", "role": "assistant",
                 "content": [{"type": "output_text", "text": t, "annotations": [], "logprobs": []}]})),
             Block::Tools(calls) => {
                 for c in calls {
@@ -970,35 +981,65 @@ fn responses_sse(model: &str, blocks: &[Block], tail: Tail) -> Vec<String> {
         let id = item["id"].clone();
         match item["type"].as_str() {
             Some("reasoning") => {
-                ev("response.output_item.added", json!({"output_index": o, "item": {"id": id, "type": "reasoning", "summary": []}}));
+                ev(
+                    "response.output_item.added",
+                    json!({"output_index": o, "item": {"id": id, "type": "reasoning", "summary": []}}),
+                );
                 for (s, part) in item["summary"].as_array().into_iter().flatten().enumerate() {
                     let text = part["text"].as_str().unwrap_or_default();
-                    ev("response.reasoning_summary_part.added", json!({"item_id": id, "output_index": o, "summary_index": s,
-                        "part": {"type": "summary_text", "text": ""}}));
+                    ev(
+                        "response.reasoning_summary_part.added",
+                        json!({"item_id": id, "output_index": o, "summary_index": s,
+                        "part": {"type": "summary_text", "text": ""}}),
+                    );
                     for p in pieces(text, 12) {
-                        ev("response.reasoning_summary_text.delta", json!({"item_id": id, "output_index": o, "summary_index": s, "delta": p}));
+                        ev(
+                            "response.reasoning_summary_text.delta",
+                            json!({"item_id": id, "output_index": o, "summary_index": s, "delta": p}),
+                        );
                     }
-                    ev("response.reasoning_summary_text.done", json!({"item_id": id, "output_index": o, "summary_index": s, "text": text}));
-                    ev("response.reasoning_summary_part.done", json!({"item_id": id, "output_index": o, "summary_index": s,
-                        "part": {"type": "summary_text", "text": text}}));
+                    ev(
+                        "response.reasoning_summary_text.done",
+                        json!({"item_id": id, "output_index": o, "summary_index": s, "text": text}),
+                    );
+                    ev(
+                        "response.reasoning_summary_part.done",
+                        json!({"item_id": id, "output_index": o, "summary_index": s,
+                        "part": {"type": "summary_text", "text": text}}),
+                    );
                 }
                 ev("response.output_item.done", json!({"output_index": o, "item": item}));
             }
             Some("message") => {
                 let text = item["content"][0]["text"].as_str().unwrap_or_default();
-                ev("response.output_item.added", json!({"output_index": o, "item": {"id": id, "type": "message",
-                    "status": "in_progress", "role": "assistant", "content": []}}));
-                ev("response.content_part.added", json!({"item_id": id, "output_index": o, "content_index": 0,
-                    "part": {"type": "output_text", "text": "", "annotations": [], "logprobs": []}}));
+                ev(
+                    "response.output_item.added",
+                    json!({"output_index": o, "item": {"id": id, "type": "message",
+                    "status": "in_progress", "role": "assistant", "content": []}}),
+                );
+                ev(
+                    "response.content_part.added",
+                    json!({"item_id": id, "output_index": o, "content_index": 0,
+                    "part": {"type": "output_text", "text": "", "annotations": [], "logprobs": []}}),
+                );
                 for p in pieces(text, 7) {
-                    ev("response.output_text.delta", json!({"item_id": id, "output_index": o, "content_index": 0, "delta": p, "logprobs": []}));
+                    ev(
+                        "response.output_text.delta",
+                        json!({"item_id": id, "output_index": o, "content_index": 0, "delta": p, "logprobs": []}),
+                    );
                 }
                 if tail != Tail::End {
                     break;
                 }
-                ev("response.output_text.done", json!({"item_id": id, "output_index": o, "content_index": 0, "text": text, "logprobs": []}));
-                ev("response.content_part.done", json!({"item_id": id, "output_index": o, "content_index": 0,
-                    "part": {"type": "output_text", "text": text, "annotations": [], "logprobs": []}}));
+                ev(
+                    "response.output_text.done",
+                    json!({"item_id": id, "output_index": o, "content_index": 0, "text": text, "logprobs": []}),
+                );
+                ev(
+                    "response.content_part.done",
+                    json!({"item_id": id, "output_index": o, "content_index": 0,
+                    "part": {"type": "output_text", "text": text, "annotations": [], "logprobs": []}}),
+                );
                 ev("response.output_item.done", json!({"output_index": o, "item": item}));
             }
             _ => {
@@ -1010,7 +1051,10 @@ fn responses_sse(model: &str, blocks: &[Block], tail: Tail) -> Vec<String> {
                 for p in pieces(args, 5) {
                     ev("response.function_call_arguments.delta", json!({"item_id": id, "output_index": o, "delta": p}));
                 }
-                ev("response.function_call_arguments.done", json!({"item_id": id, "output_index": o, "arguments": args}));
+                ev(
+                    "response.function_call_arguments.done",
+                    json!({"item_id": id, "output_index": o, "arguments": args}),
+                );
                 ev("response.output_item.done", json!({"output_index": o, "item": item}));
             }
         }
@@ -1143,7 +1187,8 @@ async fn tap(
             req = req.header(k, v);
         }
     }
-    let note = |status: u16, line: String| st.log.lock().expect("lock").entry(run.clone()).or_default().push((status, line));
+    let note =
+        |status: u16, line: String| st.log.lock().expect("lock").entry(run.clone()).or_default().push((status, line));
     let resp = match req.send().await {
         Ok(r) => r,
         Err(e) => {
