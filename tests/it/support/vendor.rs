@@ -1136,17 +1136,20 @@ fn sse_reply(chunks: Vec<String>, drop: bool) -> Response {
 /// body), each request's method, path and the engine's status, with the body of every error
 /// answer. It never decodes a success: it shows when the engine refused a request that the client
 /// then worked around (Claude Code, for one, retries without what was refused).
+/// Per run: (status, line) of each request the tap passed on.
+type TapLog = Arc<Mutex<HashMap<String, Vec<(u16, String)>>>>;
+
 #[derive(Debug, Clone)]
 pub struct WireTap {
     addr: std::net::SocketAddr,
-    log: Arc<Mutex<HashMap<String, Vec<(u16, String)>>>>,
+    log: TapLog,
 }
 
 #[derive(Clone)]
 struct TapState {
     target: String,
     http: reqwest::Client,
-    log: Arc<Mutex<HashMap<String, Vec<(u16, String)>>>>,
+    log: TapLog,
 }
 
 impl WireTap {
