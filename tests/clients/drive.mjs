@@ -17,7 +17,8 @@ const PNG_B64 =
 const TOOL_RESULTS = { get_weather: '22C and sunny', get_time: '14:05' };
 const KEY = 'sk-keyhaven-matrix-client';
 const TURNS = [];
-const WITH_TOOLS = ['parallel_tools', 'tool_result', 'reasoning'].includes(SCENARIO);
+const REASONING = ['reasoning', 'reasoning_dropped'].includes(SCENARIO);
+const WITH_TOOLS = ['parallel_tools', 'tool_result', 'reasoning', 'reasoning_dropped'].includes(SCENARIO);
 
 const WEATHER = {
   name: 'get_weather',
@@ -49,7 +50,7 @@ function argsValue(a) {
 async function chatRun() {
   const client = new OpenAI({ baseURL: `${BASE}/v1`, apiKey: KEY, maxRetries: 2 });
   const tools = [WEATHER, TIME].map((f) => ({ type: 'function', function: f }));
-  const extra = SCENARIO === 'reasoning' ? { reasoning_effort: 'medium' } : {};
+  const extra = REASONING ? { reasoning_effort: 'medium' } : {};
   let content = `${MARKER} Hello.`;
   if (SCENARIO === 'image') {
     content = [
@@ -118,7 +119,7 @@ async function responsesRun() {
   const client = new OpenAI({ baseURL: `${BASE}/v1`, apiKey: KEY, maxRetries: 2 });
   const tools = [WEATHER, TIME].map((f) => ({ type: 'function', ...f }));
   const extra = { store: false };
-  if (SCENARIO === 'reasoning') {
+  if (REASONING) {
     extra.reasoning = { effort: 'medium', summary: 'auto' };
     extra.include = ['reasoning.encrypted_content'];
   }
@@ -181,7 +182,8 @@ async function responsesRun() {
   const calls = resp.output.filter((i) => i.type === 'function_call');
   if (calls.length) {
     // The store:false pattern: every output item goes back as input, then the outputs.
-    input.push(...resp.output);
+    // reasoning_dropped: a client that does not keep reasoning replays without it.
+    input.push(...resp.output.filter((i) => !(SCENARIO === 'reasoning_dropped' && i.type === 'reasoning')));
     for (const c of calls) {
       input.push({ type: 'function_call_output', call_id: c.call_id, output: TOOL_RESULTS[c.name] ?? '?' });
     }
@@ -194,7 +196,7 @@ async function responsesRun() {
 
 async function anthropicRun() {
   const client = new Anthropic({ baseURL: BASE, apiKey: KEY, maxRetries: 2 });
-  const extra = SCENARIO === 'reasoning' ? { thinking: { type: 'enabled', budget_tokens: 1024 } } : {};
+  const extra = REASONING ? { thinking: { type: 'enabled', budget_tokens: 1024 } } : {};
   let content = `${MARKER} Hello.`;
   if (SCENARIO === 'image') {
     content = [
@@ -250,7 +252,9 @@ async function anthropicRun() {
   const msg = await turn();
   const uses = msg.content.filter((b) => b.type === 'tool_use');
   if (uses.length) {
-    messages.push({ role: 'assistant', content: msg.content });
+    // reasoning_dropped: a client that clears thinking replays without it.
+    const dropped = (b) => SCENARIO === 'reasoning_dropped' && ['thinking', 'redacted_thinking'].includes(b.type);
+    messages.push({ role: 'assistant', content: msg.content.filter((b) => !dropped(b)) });
     messages.push({
       role: 'user',
       content: uses.map((b) => ({

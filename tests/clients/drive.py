@@ -42,7 +42,7 @@ def chat_run():
     tools = [{"type": "function", "function": f} for f in (WEATHER, TIME)]
     extra = {}
     prompt = MARKER + " Hello."
-    if SCENARIO == "reasoning":
+    if SCENARIO in ("reasoning", "reasoning_dropped"):
         extra["reasoning_effort"] = "medium"
     content = prompt
     if SCENARIO == "image":
@@ -53,7 +53,7 @@ def chat_run():
 
     def turn(stream=True):
         kwargs = dict(model=MODEL, messages=messages, **extra)
-        if SCENARIO in ("parallel_tools", "tool_result", "reasoning"):
+        if SCENARIO in ("parallel_tools", "tool_result", "reasoning", "reasoning_dropped"):
             kwargs["tools"] = tools
         if stream:
             with client.chat.completions.stream(**kwargs, stream_options={"include_usage": True}) as s:
@@ -97,7 +97,7 @@ def responses_run():
     client = openai.OpenAI(base_url=BASE + "/v1", api_key=KEY, max_retries=2)
     tools = [{"type": "function", **f} for f in (WEATHER, TIME)]
     extra = {"store": False}
-    if SCENARIO == "reasoning":
+    if SCENARIO in ("reasoning", "reasoning_dropped"):
         extra["reasoning"] = {"effort": "medium", "summary": "auto"}
         extra["include"] = ["reasoning.encrypted_content"]
     content = [{"type": "input_text", "text": MARKER + " Hello."}]
@@ -109,7 +109,7 @@ def responses_run():
 
     def turn(stream=True):
         kwargs = dict(model=MODEL, input=inputs, instructions="You are a test.", **extra)
-        if SCENARIO in ("parallel_tools", "tool_result", "reasoning"):
+        if SCENARIO in ("parallel_tools", "tool_result", "reasoning", "reasoning_dropped"):
             kwargs["tools"] = tools
         if stream:
             with client.responses.stream(**kwargs) as s:
@@ -150,7 +150,9 @@ def responses_run():
     calls = [i for i in resp.output if i.type == "function_call"]
     if calls:
         # The store:false pattern: every output item goes back as input, then the outputs.
-        inputs.extend(i.model_dump(exclude_none=True) for i in resp.output)
+        # reasoning_dropped: a client that does not keep reasoning replays without it.
+        inputs.extend(i.model_dump(exclude_none=True) for i in resp.output
+                      if not (SCENARIO == "reasoning_dropped" and i.type == "reasoning"))
         for c in calls:
             inputs.append({"type": "function_call_output", "call_id": c.call_id,
                            "output": TOOL_RESULTS.get(c.name, "?")})
@@ -165,7 +167,7 @@ def anthropic_run():
     import anthropic
     client = anthropic.Anthropic(base_url=BASE, api_key=KEY, max_retries=2)
     extra = {}
-    if SCENARIO == "reasoning":
+    if SCENARIO in ("reasoning", "reasoning_dropped"):
         extra["thinking"] = {"type": "enabled", "budget_tokens": 1024}
     content = MARKER + " Hello."
     if SCENARIO == "image":
@@ -178,7 +180,7 @@ def anthropic_run():
 
     def turn(stream=True):
         kwargs = dict(model=MODEL, max_tokens=2048, system="You are a test.", messages=messages, **extra)
-        if SCENARIO in ("parallel_tools", "tool_result", "reasoning"):
+        if SCENARIO in ("parallel_tools", "tool_result", "reasoning", "reasoning_dropped"):
             kwargs["tools"] = tools
         if stream:
             with client.messages.stream(**kwargs) as s:
@@ -202,7 +204,10 @@ def anthropic_run():
     msg = turn()
     uses = [b for b in msg.content if b.type == "tool_use"]
     if uses:
-        messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in msg.content]})
+        # reasoning_dropped: a client that clears thinking replays without it.
+        messages.append({"role": "assistant", "content": [
+            b.model_dump(exclude_none=True) for b in msg.content
+            if not (SCENARIO == "reasoning_dropped" and b.type in ("thinking", "redacted_thinking"))]})
         messages.append({"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": b.id, "content": TOOL_RESULTS.get(b.name, "?")} for b in uses]})
         turn()

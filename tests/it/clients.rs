@@ -386,6 +386,12 @@ fn check_sdk(sdk: &str, scenario: Scenario, report: &Value) -> Result<(), String
             }
             want_text(&turns, 1, vendor::REASONED)
         }
+        Scenario::ReasoningDropped => {
+            if turns.first().map(calls_of).unwrap_or_default().len() != 1 {
+                return Err(format!("turn 1 has tool calls {:?}, expected one", turns.first().map(calls_of)));
+            }
+            want_text(&turns, 1, vendor::REASONED)
+        }
         Scenario::Image => want_text(&turns, 0, vendor::IMAGE_OK),
         Scenario::ErrorMidStream => {
             if error.is_null() {

@@ -103,6 +103,9 @@ pub enum Scenario {
     ParallelTools,
     ToolResult,
     Reasoning,
+    /// As `Reasoning`, but the client replays the tool turn without its reasoning (as a client
+    /// that clears thinking does): the engine must restore what the upstream needs.
+    ReasoningDropped,
     Image,
     ErrorMidStream,
     Dropped,
@@ -112,11 +115,12 @@ pub enum Scenario {
 
 impl Scenario {
     /// What the SDK drivers run.
-    pub const SDK: [Scenario; 8] = [
+    pub const SDK: [Scenario; 9] = [
         Scenario::Text,
         Scenario::ParallelTools,
         Scenario::ToolResult,
         Scenario::Reasoning,
+        Scenario::ReasoningDropped,
         Scenario::Image,
         Scenario::ErrorMidStream,
         Scenario::Dropped,
@@ -132,6 +136,7 @@ impl Scenario {
             Scenario::ParallelTools => "parallel_tools",
             Scenario::ToolResult => "tool_result",
             Scenario::Reasoning => "reasoning",
+            Scenario::ReasoningDropped => "reasoning_dropped",
             Scenario::Image => "image",
             Scenario::ErrorMidStream => "error_mid_stream",
             Scenario::Dropped => "dropped",
@@ -355,8 +360,8 @@ fn answer(dialect: Dialect, req: &Value, m: &Marker, inner: &mut Inner) -> Answe
             }])],
             Tail::End,
         ),
-        Scenario::Reasoning if !results.is_empty() => text(REASONED),
-        Scenario::Reasoning => Answer::Script(
+        Scenario::Reasoning | Scenario::ReasoningDropped if !results.is_empty() => text(REASONED),
+        Scenario::Reasoning | Scenario::ReasoningDropped => Answer::Script(
             vec![
                 Block::Reasoning(REASONING.into()),
                 Block::Tools(vec![Call {
