@@ -4,6 +4,7 @@ mod support;
 
 mod bad_input;
 mod checkpoint_recovery;
+mod clients;
 mod codex;
 mod compaction;
 mod connect_wire;
