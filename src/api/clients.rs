@@ -36,3 +36,32 @@ pub fn identify(directory: &dyn ClientDirectory, headers: &HeaderMap) -> (Option
     let name = by_token.clone().unwrap_or_else(|| ua.chars().take(120).collect());
     (by_token, name)
 }
+
+/// The client-token gate in front of every `/v1` route (`server.require_client_token`): a call
+/// that spends money or reveals the catalog (`/v1/messages/count_tokens` calls the provider,
+/// `/v1/models` lists what the user pays for) needs a known token like the model calls do.
+#[derive(Clone)]
+pub struct TokenGate {
+    pub clients: std::sync::Arc<dyn ClientDirectory>,
+    pub required: bool,
+}
+
+/// The answer to a call without a known client token, in the caller's dialect.
+pub fn token_required(path: &str) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let msg = "this gateway requires a Keyhaven client token (see `keyhaven setup`)";
+    crate::api::ApiError::new(crate::api::Inbound::for_path(path), crate::model::ErrorKind::Authentication, msg)
+        .into_response()
+}
+
+/// Middleware: refuses a `/v1` call without a known client token when tokens are required.
+pub async fn gate(
+    axum::extract::State(gate): axum::extract::State<TokenGate>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if gate.required && presented_token(req.headers()).and_then(|t| gate.clients.client_for(t)).is_none() {
+        return token_required(req.uri().path());
+    }
+    next.run(req).await
+}

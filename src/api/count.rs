@@ -25,13 +25,7 @@ pub async fn count_tokens(State(state): State<ApiState>, headers: HeaderMap, bod
         Ok((req, _)) => req,
         Err(e) => return with_id(ApiError::decode(dialect, &e).into_response(), &id),
     };
-    let client = headers
-        .get(axum::http::header::USER_AGENT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("unknown")
-        .chars()
-        .take(120)
-        .collect();
+    let (_, client) = crate::api::clients::identify(state.clients.as_ref(), &headers);
     let ctx = CallContext {
         id: id.clone(),
         dialect: DIALECT,

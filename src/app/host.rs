@@ -48,6 +48,52 @@ pub enum HostError {
     Io { op: &'static str, path: PathBuf, source: std::io::Error },
     #[error(transparent)]
     Config(#[from] config::ConfigError),
+    #[error(
+        "Keyhaven is not running at http://{addr} ({reason}); start it (`keyhaven serve` or the app) and run `keyhaven dashboard` again"
+    )]
+    NotRunning { addr: std::net::SocketAddr, reason: String },
+    #[error("the engine at http://{addr} refused a dashboard link: {reason}")]
+    LinkRefused { addr: std::net::SocketAddr, reason: String },
+}
+
+/// Where a client on this machine reaches a listener: an unspecified address (`0.0.0.0`, `::`)
+/// on IPv4 loopback.
+pub fn loopback(mut addr: std::net::SocketAddr) -> std::net::SocketAddr {
+    if addr.ip().is_unspecified() {
+        addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    addr
+}
+
+/// Asks a running engine for a one-time dashboard link (`POST /api/session/nonce` with the
+/// control token, which only the user can read): how `keyhaven dashboard` opens the dashboard of
+/// an engine in another process. Blocking; plain HTTP/1.1 on loopback with a 5 s timeout.
+pub fn request_dashboard_link(listen: std::net::SocketAddr, token: &ControlToken) -> Result<String, HostError> {
+    use std::io::Read;
+    let addr = loopback(listen);
+    let down = |e: std::io::Error| HostError::NotRunning { addr, reason: e.to_string() };
+    let timeout = std::time::Duration::from_secs(5);
+    let mut tcp = std::net::TcpStream::connect_timeout(&addr, timeout).map_err(down)?;
+    tcp.set_read_timeout(Some(timeout)).map_err(down)?;
+    tcp.set_write_timeout(Some(timeout)).map_err(down)?;
+    let request = format!(
+        "POST /api/session/nonce HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}",
+        token.expose()
+    );
+    tcp.write_all(request.as_bytes()).map_err(down)?;
+    let mut raw = Vec::new();
+    tcp.read_to_end(&mut raw).map_err(down)?;
+    let text = String::from_utf8_lossy(&raw);
+    let refused = |reason: String| HostError::LinkRefused { addr, reason };
+    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| refused("no HTTP answer".into()))?;
+    let status = head.split(' ').nth(1).unwrap_or("");
+    let json: serde_json::Value = serde_json::from_str(body.trim()).unwrap_or_default();
+    if status != "200" {
+        let message = json["message"].as_str().unwrap_or("no message");
+        return Err(refused(format!("HTTP {status}: {message}")));
+    }
+    json["url"].as_str().map(str::to_owned).ok_or_else(|| refused("the answer has no url".into()))
 }
 
 impl Host {
@@ -180,8 +226,8 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
 }
 
 /// What a started engine prints: its endpoints, the dashboard and where the control token is.
-/// With `show_token`, the token itself (the tray app's headless mode, which has no other UI).
-pub fn banner(handle: &EngineHandle, models: usize, ui: bool, data_dir: &Path, show_token: Option<&str>) -> String {
+/// With a UI, a one-time dashboard link (single use, one minute; never the token itself).
+pub fn banner(handle: &EngineHandle, models: usize, ui: bool, data_dir: &Path) -> String {
     let addr = handle.addr;
     let mut s = format!("Keyhaven is listening on http://{addr} ({models} models).\n");
     s.push_str(&format!("  OpenAI:    OPENAI_BASE_URL=http://{addr}/v1\n"));
@@ -194,20 +240,14 @@ pub fn banner(handle: &EngineHandle, models: usize, ui: bool, data_dir: &Path, s
         ));
     }
     if ui {
-        s.push_str(&format!("  Dashboard: http://{addr}/\n"));
+        s.push_str(&format!(
+            "  Dashboard: {}\n             (one-time link, valid for a minute; `keyhaven dashboard` prints a new one)\n",
+            handle.dashboard_link()
+        ));
     }
-    match show_token {
-        Some(token) => {
-            s.push_str(&format!("  Control:   http://{addr}/api/\n"));
-            s.push_str(&format!(
-                "  Token:     {token}  (in {}; anyone who has it can change Keyhaven)\n",
-                ControlToken::path(data_dir).display()
-            ));
-        }
-        None => s.push_str(&format!(
-            "  Control:   http://{addr}/api/ (token: `keyhaven dashboard`, in {})\n",
-            ControlToken::path(data_dir).display()
-        )),
-    }
+    s.push_str(&format!(
+        "  Control:   http://{addr}/api/ (Authorization: Bearer <the token in {}>)\n",
+        ControlToken::path(data_dir).display()
+    ));
     s
 }

@@ -55,6 +55,9 @@ pub enum EngineError {
     Control(String),
     #[error("web tools: {0}")]
     Web(String),
+    /// A listen address the policy refuses (`config::check_listen`).
+    #[error("{0}")]
+    Listen(String),
 }
 
 impl EngineError {
@@ -67,6 +70,7 @@ impl EngineError {
             EngineError::Proxy(e) => e.kind(),
             EngineError::Control(_) => "control",
             EngineError::Web(_) => "web",
+            EngineError::Listen(_) => "listen",
         }
     }
 }
@@ -106,6 +110,8 @@ pub struct EngineHandle {
     pub control: ControlService,
     /// The Cursor agent backend behind the proxy, when the proxy runs.
     pub cursor: Option<CursorParts>,
+    /// The web dashboard's one-time links and browser sessions.
+    pub dashboard: Arc<api::control::session::Sessions>,
 }
 
 /// The Cursor backend's parts, for tests and diagnostics (live transports, undecided routes).
@@ -118,6 +124,13 @@ pub struct CursorParts {
 impl EngineHandle {
     pub fn control(&self) -> &ControlService {
         &self.control
+    }
+
+    /// A one-time dashboard link (single use, valid for a minute), reached on loopback: what the
+    /// headless banner prints instead of the control token.
+    pub fn dashboard_link(&self) -> String {
+        let nonce = self.dashboard.mint_nonce();
+        format!("http://{}{}", host::loopback(self.addr), api::control::ui::auth_path(&nonce))
     }
 }
 
@@ -155,6 +168,8 @@ impl Engine {
         secrets: Secrets,
         extras: EngineExtras,
     ) -> Result<Engine, EngineError> {
+        crate::config::check_listen(&config.file.server, config.listen_addr(), config.proxy_listen_addr())
+            .map_err(EngineError::Listen)?;
         files::secure(&config)?;
         let epoch = crate::clock::now_ms();
         let db = config.database_path.clone();
@@ -188,7 +203,8 @@ impl Engine {
         ));
         let addr = config.listen_addr();
         if !addr.ip().is_loopback() {
-            tracing::warn!(%addr, "listening on a non-loopback address: other machines can reach this gateway");
+            // Only with allow_remote and required client tokens (checked above).
+            tracing::warn!(%addr, "listening on a non-loopback address: other machines can reach this gateway (client tokens required)");
         }
         let listener =
             tokio::net::TcpListener::bind(addr).await.map_err(|source| EngineError::Bind { addr, source })?;
@@ -237,9 +253,12 @@ impl Engine {
             shutdown: spawner.root_token().child_token(),
             retention_days: retention_days.clone(),
         });
+        let dashboard = Arc::new(api::control::session::Sessions::new(addr.port()));
+        let mut guard = GuardConfig::for_listener(addr);
+        guard.remote = !addr.ip().is_loopback();
         let state = ApiState {
             gateway: gateway.clone(),
-            guard: Arc::new(GuardConfig::for_listener(addr)),
+            guard: Arc::new(guard),
             max_request_bytes: server.max_request_bytes,
             shutdown: spawner.root_token().child_token(),
             clients: directory,
@@ -248,6 +267,7 @@ impl Engine {
             control: Some(ControlApi {
                 service: control.clone(),
                 token: Arc::new(token),
+                sessions: dashboard.clone(),
                 ui_dir: server.ui_dir.clone(),
             }),
         };
@@ -260,6 +280,8 @@ impl Engine {
             }
         });
         spawner.spawn_graceful(async move {
+            // The peer address lets the control API refuse other machines (`allow_remote`).
+            let app = app.into_make_service_with_connect_info::<SocketAddr>();
             let serve = axum::serve(listener, app).with_graceful_shutdown(token.cancelled_owned());
             if let Err(e) = serve.await {
                 tracing::error!(error = %e, "gateway listener stopped");
@@ -284,7 +306,7 @@ impl Engine {
         tracing::info!(%addr, models = gateway.catalog().models().len(), "keyhaven gateway listening");
         Ok(Engine {
             spawner,
-            handle: EngineHandle { gateway, store, addr, proxy, control, cursor },
+            handle: EngineHandle { gateway, store, addr, proxy, control, cursor, dashboard },
             database_path: config.database_path,
         })
     }

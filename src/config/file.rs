@@ -283,7 +283,7 @@ impl CursorRoute {
 }
 
 /// The transport knob Keyhaven may change in the official `GetServerConfig` answer
-/// (`http2_config`, cursor-protocol.md §1.2). Everything else in that answer is passed through.
+/// (`http2_config`, docs/cursor-wire.md §1.2). Everything else in that answer is passed through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CursorHttp2 {
@@ -391,6 +391,9 @@ pub struct ServerConfig {
     pub record_calls: bool,
     /// Refuse gateway calls without a client token issued by `keyhaven setup`.
     pub require_client_token: bool,
+    /// Let `listen` be a non-loopback address (other machines reach the gateway). Needs
+    /// `require_client_token = true` too; without both, such an address is refused.
+    pub allow_remote: bool,
     /// SQLite `synchronous` for the call ledger: `full` survives power loss (each commit is
     /// fsynced), `normal` survives process crashes only but commits much faster.
     pub synchronous: Synchronous,
@@ -398,8 +401,9 @@ pub struct ServerConfig {
     pub body_capture_limit: usize,
     pub max_request_bytes: usize,
     pub retention_days: u32,
-    /// The built web UI (`ui/dist`), served at `/` on the gateway listener with the control token
-    /// injected. Unset or missing: no UI is served (the control API under `/api/` still is).
+    /// The built web UI (`ui/dist`), served at `/` on the gateway listener as it is (no credential
+    /// in it; `keyhaven dashboard` gives a one-time link). Unset or missing: no UI is served (the
+    /// control API under `/api/` still is).
     pub ui_dir: Option<std::path::PathBuf>,
 }
 
@@ -409,6 +413,7 @@ impl Default for ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 4937)),
             record_calls: true,
             require_client_token: false,
+            allow_remote: false,
             synchronous: Synchronous::Full,
             capture_bodies: true,
             body_capture_limit: 64 * 1024,
@@ -884,6 +889,8 @@ fn validate(file: &str, text: &str, config: &FileConfig) -> Result<(), ConfigErr
         });
     }
     validate_web(file, &config.web)?;
+    check_listen(&config.server, config.server.listen, config.proxy.listen)
+        .map_err(|message| ConfigError::Semantic { file: file.to_owned(), message })?;
     let t = &config.timeouts;
     if t.connect == 0 || t.first_byte == 0 || t.total == 0 {
         return Err(ConfigError::Semantic { file: file.to_owned(), message: "timeouts: values must be > 0".into() });
@@ -917,4 +924,25 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     (line, column)
+}
+
+/// Where Keyhaven may listen (issue 14 §6): the gateway on loopback, or elsewhere only with
+/// `allow_remote = true` and `require_client_token = true` (non-browser clients set any `Host`
+/// they like, so the LAN could otherwise spend the user's money); the proxy on loopback, always
+/// (it decrypts Cursor's traffic with a CA only this machine trusts). Checked when the file is
+/// loaded and again by `Engine::start` on the addresses it actually binds.
+pub fn check_listen(server: &ServerConfig, gateway: SocketAddr, proxy: SocketAddr) -> Result<(), String> {
+    let remote_ok = server.allow_remote && server.require_client_token;
+    if !(gateway.ip().is_loopback() || remote_ok) {
+        return Err(format!(
+            "server.listen: `{gateway}` is not a loopback address; other machines could call the gateway. \
+             Listen on 127.0.0.1, or set both allow_remote = true and require_client_token = true in [server]"
+        ));
+    }
+    if !proxy.ip().is_loopback() {
+        return Err(format!(
+            "proxy.listen: `{proxy}` is not a loopback address; the proxy listens on this machine only"
+        ));
+    }
+    Ok(())
 }

@@ -11,7 +11,7 @@ pub use file::{
     GroupConfig, KeyRef, LINGMA_DEFAULT_TIMEOUT, LingmaOptions, LingmaTransport, ModelCapabilities, ModelConfig,
     ModelTimeouts, PriceOverride, ProviderConfig, ProviderKind, ProxyConfig, RetryConfig, RoutingConfig, RoutingMode,
     ServerConfig, SessionMode, SetupConfig, Synchronous, TimeoutConfig, ToolsMode, WEB_FETCH_MAX_BYTES_LIMIT,
-    WebConfig, WebFetch, WebSearch, is_cursor_domain, load_str,
+    WebConfig, WebFetch, WebSearch, check_listen, is_cursor_domain, load_str,
 };
 
 use std::collections::HashMap;

@@ -237,3 +237,30 @@ fn intercept_list_takes_only_cursor_domains() {
     assert!(crate::config::is_cursor_domain("api2.cursor.sh"));
     assert!(!crate::config::is_cursor_domain(".cursor.sh"));
 }
+
+/// Issue 14 §6: a non-loopback gateway address needs `allow_remote` and required client tokens;
+/// the proxy never listens beyond loopback.
+#[test]
+fn listening_beyond_loopback_needs_allow_remote_and_client_tokens() {
+    let with = |server: &str, proxy: &str| load_str("c.toml", &format!("[server]\n{server}\n[proxy]\n{proxy}\n"));
+    let refused = |server: &str, proxy: &str, what: &str| {
+        let err = with(server, proxy).expect_err(what);
+        let msg = err.to_string();
+        assert!(matches!(err, ConfigError::Semantic { .. }), "{what}: {msg}");
+        msg
+    };
+    for ok in ["listen = \"127.0.0.1:4937\"", "listen = \"[::1]:4937\"", "listen = \"127.0.0.2:4937\""] {
+        with(ok, "").unwrap_or_else(|e| panic!("{ok}: {e}"));
+    }
+    let msg = refused("listen = \"0.0.0.0:4937\"", "", "a bare LAN address");
+    assert!(msg.contains("server.listen") && msg.contains("allow_remote"), "{msg}");
+    refused("listen = \"0.0.0.0:4937\"\nallow_remote = true", "", "allow_remote alone");
+    refused("listen = \"192.168.1.20:4937\"\nrequire_client_token = true", "", "tokens alone");
+    refused("listen = \"[::]:4937\"\nallow_remote = true", "", "IPv6 any, no tokens");
+    let both = "listen = \"0.0.0.0:4937\"\nallow_remote = true\nrequire_client_token = true";
+    let c = with(both, "").expect("allowed with both");
+    assert!(c.server.allow_remote && c.server.require_client_token);
+    let msg = refused(both, "listen = \"0.0.0.0:4938\"", "the proxy beyond loopback, even with allow_remote");
+    assert!(msg.contains("proxy.listen"), "{msg}");
+    refused("", "listen = \"10.0.0.5:4938\"\nenabled = false", "a disabled proxy too");
+}

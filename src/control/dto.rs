@@ -847,3 +847,39 @@ pub struct IpcReply {
     #[cfg_attr(test, ts(type = "unknown"))]
     pub body: serde_json::Value,
 }
+
+/// `GET /api/doctor` and `keyhaven doctor`: what works and what to do about what does not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct DoctorReport {
+    /// No check failed (warnings allowed).
+    pub ok: bool,
+    pub checks: Vec<DoctorCheck>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct DoctorCheck {
+    /// `keyring`, `ports`, `ca`, `clients`, `providers` or `cursor`.
+    pub area: String,
+    /// What was checked, e.g. `Provider anthropic answers with its key`.
+    pub title: String,
+    pub status: DoctorStatus,
+    /// What was found.
+    pub detail: String,
+    /// What to do, for a warning or a failure.
+    pub fix: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum DoctorStatus {
+    Ok,
+    Warn,
+    Fail,
+    /// Not applicable here (e.g. a client that is not installed).
+    Skip,
+}

@@ -25,6 +25,7 @@
 //! - **Live vs restart.** Providers, models, keys, routing mode and retention apply live; listen
 //!   addresses, proxy on/off, body capture and the UI directory need a restart (the answer says so).
 
+mod doctor;
 pub mod dto;
 mod edit;
 pub mod logs;
@@ -60,6 +61,12 @@ use crate::secrets::{Keyring, SecretError};
 use crate::setup::{self, ClientTokens, SetupEnv, SetupError, SetupOptions};
 use crate::store::{Store, StoreError};
 
+/// What the UI says when the machine has no OS keyring.
+pub const NO_KEYRING: &str = "This machine has no OS keyring (no Secret Service answers on the session D-Bus, \
+     as on most headless servers). Client tokens and the local CA key are then kept in files only you can read \
+     (mode 0600). For a provider key, name an environment variable instead (key = \"env:NAME\", set before \
+     Keyhaven starts), or start a keyring (e.g. gnome-keyring-daemon) and try again.";
+
 /// The client name connection tests are recorded under.
 pub const TEST_CLIENT: &str = "keyhaven-control";
 
@@ -92,6 +99,9 @@ pub enum ControlError {
 
 impl ControlError {
     pub fn kind(&self) -> &'static str {
+        if self.keyring_unavailable().is_some() {
+            return "keyring_unavailable";
+        }
         match self {
             ControlError::NotFound(_) => "not_found",
             ControlError::Invalid(_) => "invalid",
@@ -121,8 +131,28 @@ impl ControlError {
         )
     }
 
+    /// The platform's own words when the failure is a missing OS keyring (a headless machine
+    /// without a Secret Service, e.g. "DBus error: Unable to autolaunch a dbus-daemon"): for the
+    /// log only; the UI gets [`NO_KEYRING`].
+    pub fn keyring_unavailable(&self) -> Option<&str> {
+        match self {
+            ControlError::Secret(SecretError::Unavailable(raw))
+            | ControlError::Setup(SetupError::Secret(SecretError::Unavailable(raw))) => Some(raw),
+            _ => None,
+        }
+    }
+
+    /// What the UI shows: the error in words, and for a missing keyring what to do instead of
+    /// the raw platform error.
+    pub fn message(&self) -> String {
+        match self.keyring_unavailable() {
+            Some(_) => NO_KEYRING.to_owned(),
+            None => self.to_string(),
+        }
+    }
+
     pub fn body(&self) -> ErrorBody {
-        ErrorBody { kind: self.kind().to_owned(), message: self.to_string() }
+        ErrorBody { kind: self.kind().to_owned(), message: self.message() }
     }
 }
 

@@ -1,4 +1,4 @@
-//! The KV channel of one run (cursor-protocol.md §4.9): the server keeps blobs in the client's
+//! The KV channel of one run (docs/cursor-wire.md §4.9): the server keeps blobs in the client's
 //! store with `kv_server_message.set_blob_args` and reads them back with `get_blob_args`; the
 //! client answers each request by `id` (`set_blob_result`, `get_blob_result`) through the inbox.
 //!

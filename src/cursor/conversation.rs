@@ -1,4 +1,4 @@
-//! Conversation id → conversation (cursor-backend-design.md "cursor/conversation"): the
+//! Conversation id → conversation (docs/cursor-backend.md §2.2 "cursor/conversation"): the
 //! transcript each Cursor chat continues, and its current run.
 //!
 //! - One run at a time per conversation: a new run cancels the current one (as Cursor's

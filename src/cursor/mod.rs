@@ -1,4 +1,4 @@
-//! The Cursor agent backend (cursor-backend-design.md): what Keyhaven answers itself when the
+//! The Cursor agent backend (docs/cursor-backend.md): what Keyhaven answers itself when the
 //! intercepting proxy hands it decrypted Cursor traffic.
 //!
 //! - [`protocol`]: the generated `agent.v1` / `aiserver.v1` types and Connect framing (pure).

@@ -1,6 +1,6 @@
 //! When to retry an upstream attempt, and how long to wait first.
 //!
-//! Rules (security-reliability.md §5.3): retry only before anything reached the client, only when
+//! Rules (docs/security-reliability.md §5.3): retry only before anything reached the client, only when
 //! the upstream provably did not process the request or explicitly refused it (connect errors,
 //! 429, 5xx), at most `max_retries` times, honouring `Retry-After` when it fits the deadline.
 

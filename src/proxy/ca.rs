@@ -1,6 +1,6 @@
 //! The local root CA: generation with safe parameters, key custody, and per-host leaves.
 //!
-//! Design bars (security-reliability.md §1.5):
+//! Design bars (docs/security-reliability.md §1.5):
 //! - The root is name-constrained (critical extension) to the [`InterceptList`], which is also the
 //!   allowlist the proxy decrypts, so a leaked key cannot impersonate any other site.
 //! - Root: random 128-bit serial, `pathlen:0`, key usage `keyCertSign|cRLSign`, an SKI, a unique

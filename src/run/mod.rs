@@ -1,4 +1,4 @@
-//! The generic agent loop, independent of any front end (cursor-backend-design.md "RunEngine").
+//! The generic agent loop, independent of any front end (docs/cursor-backend.md §5 "RunEngine").
 //!
 //! A run alternates a **model cycle** (one streamed provider call over the transcript) and a
 //! **tool round** (every tool call of that step executed at once through a [`ToolHost`] the front

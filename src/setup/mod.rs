@@ -34,7 +34,7 @@ mod fsio;
 mod state;
 mod tokens;
 
-pub use tokens::{ClientTokens, TOKEN_PREFIX, generate_token, keyring_entry};
+pub use tokens::{ClientTokens, TOKEN_PREFIX, TokenLocation, generate_token, keyring_entry};
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -747,3 +747,16 @@ pub fn env_unsets(env: &SetupEnv) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// Cursor's `cursor.general.disableHttp2` setting: `None` when Cursor has no settings file (or it
+/// does not parse), else whether it is `true`. Read-only, for `keyhaven doctor`.
+pub fn cursor_http2_disabled(env: &SetupEnv) -> Result<Option<bool>, SetupError> {
+    let file = fsio::resolve(&config_path(env, Client::Cursor)?);
+    let Some(bytes) = fsio::read(&file)? else { return Ok(None) };
+    let Some(doc) = std::str::from_utf8(&bytes).ok().and_then(|t| Doc::parse(Client::Cursor.format(), &file, t).ok())
+    else {
+        return Ok(None);
+    };
+    let value = doc.get(&file, &["cursor.general.disableHttp2".to_owned()])?;
+    Ok(Some(matches!(value, Some(serde_json::Value::Bool(true)))))
+}

@@ -1,12 +1,14 @@
 // The UI walkthrough (tests/it/ui_e2e.rs `ui_walkthrough_in_chromium`): every flow of issues 6
 // and 8 through the real pages in Chromium, then screenshots of every page in light and dark.
-// Env: KH_URL (engine), KH_TOKEN (control token, for read-back checks only), KH_MOCK_URL,
-// KH_KEY (a provider key to type in), KH_ARTIFACTS, KH_CHROMIUM.
+// Env: KH_URL (engine), KH_LINK (a one-time dashboard link, as `keyhaven dashboard` prints),
+// KH_TOKEN (control token: read-back checks from Node, and to prove the page never has it),
+// KH_MOCK_URL, KH_KEY (a provider key to type in), KH_ARTIFACTS, KH_CHROMIUM.
 import { join } from "node:path";
 import { check, launch, need, run } from "./lib.mjs";
 
 const URL = need("KH_URL");
 const TOKEN = need("KH_TOKEN");
+const LINK = need("KH_LINK");
 const MOCK = need("KH_MOCK_URL");
 const KEY = need("KH_KEY");
 const ART = need("KH_ARTIFACTS");
@@ -50,11 +52,26 @@ await run(async (keep) => {
   const shot = (name) => page.screenshot({ path: join(ART, `${name}.png`), fullPage: true });
   const settle = () => page.waitForFunction(() => !document.querySelector("main [role=status]")?.textContent?.includes("Loading"));
 
-  step("the page loads with the injected token and is keyboard friendly");
+  step("without a session the page says how to open the dashboard");
+  await page.goto(`${URL}/#/overview`);
+  await page.getByRole("alert").filter({ hasText: "not signed in" }).waitFor();
+  check((await page.getByText("keyhaven dashboard").count()) > 0, "the notice names `keyhaven dashboard`");
+  await shot("no-session");
+
+  step("the one-time link gives a session; the page and its cookie jar never show a credential");
+  await page.goto(LINK);
+  await page.locator("h1", { hasText: "Overview" }).waitFor();
+  check(new globalThis.URL(page.url()).search === "", `the nonce left the address bar: ${page.url()}`);
+  check(!(await page.content()).includes(TOKEN), "the page has no control token");
+  check((await page.evaluate(() => document.cookie)) === "", "the session cookie is HttpOnly");
+  const cookies = await context.cookies(URL);
+  check(cookies.length === 1 && cookies[0].httpOnly && cookies[0].sameSite === "Strict", `one strict HttpOnly cookie: ${JSON.stringify(cookies.map((c) => ({ ...c, value: "…" })))}`);
+  check(cookies[0].value !== TOKEN, "the cookie is not the control token");
+  const again = await context.request.get(LINK, { maxRedirects: 0 });
+  check(again.status() === 401, `a used link is refused (${again.status()})`);
   await page.goto(`${URL}/#/overview`);
   await page.locator("h1", { hasText: "Overview" }).waitFor();
-  check((await page.locator('meta[name="keyhaven-token"]').getAttribute("content")) === TOKEN, "token injected");
-  check((await page.getByRole("alert").filter({ hasText: "No control token" }).count()) === 0, "no token warning");
+  check((await page.getByRole("alert").filter({ hasText: "not signed in" }).count()) === 0, "no sign-in notice with a session");
   await page.keyboard.press("Tab");
   check((await page.evaluate(() => document.activeElement?.textContent)) === "Skip to content", "the first Tab reaches the skip link");
   await page.keyboard.press("Enter");

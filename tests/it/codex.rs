@@ -8,6 +8,7 @@
 //! `KEYHAVEN_REQUIRE_TOOLS` is set. Codex runs with a throwaway `HOME`/`CODEX_HOME` whose config
 //! points only at the engine on 127.0.0.1.
 
+use crate::support::skip::skip;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -21,11 +22,6 @@ use crate::support::{MockUpstream, Reply, TestEngine, Up};
 const TIMEOUT: Duration = Duration::from_secs(60);
 const MARKER: &str = "hello-from-keyhaven";
 const FINAL_TEXT: &str = "Codex-through-Keyhaven-done";
-
-#[expect(clippy::print_stderr, reason = "a skipped external check must say so")]
-fn skip(what: &str) {
-    eprintln!("SKIPPED: {what}");
-}
 
 /// `vendor/<triple>/bin/codex` inside an installed `@openai/codex-<platform>` package.
 fn find_in_node_modules(root: &Path) -> Option<PathBuf> {
@@ -42,14 +38,19 @@ fn find_in_node_modules(root: &Path) -> Option<PathBuf> {
     None
 }
 
-fn codex_bin() -> Option<PathBuf> {
+/// The pinned Codex binary: `KEYHAVEN_CODEX_BIN`, else `tests/codex/node_modules` (no skip logic;
+/// the client matrix in `clients.rs` uses it too).
+pub(crate) fn find_codex() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("KEYHAVEN_CODEX_BIN") {
         let p = PathBuf::from(p);
         assert!(p.is_file(), "KEYHAVEN_CODEX_BIN={} is not a file", p.display());
         return Some(p);
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/codex");
-    if let Some(p) = find_in_node_modules(&root) {
+    find_in_node_modules(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/codex"))
+}
+
+fn codex_bin() -> Option<PathBuf> {
+    if let Some(p) = find_codex() {
         return Some(p);
     }
     assert!(

@@ -566,7 +566,7 @@ async fn control_api_refuses_foreign_pages_with_no_side_effects() {
 }
 
 #[tokio::test]
-async fn the_ui_is_served_with_the_token_injected() {
+async fn the_ui_is_served_byte_for_byte_without_the_token() {
     let mock = MockUpstream::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let ui = dir.path().join("ui");
@@ -590,7 +590,8 @@ async fn the_ui_is_served_with_the_token_injected() {
     assert_eq!(index.headers()["x-frame-options"], "DENY");
     assert_eq!(index.headers()["cache-control"], "no-store");
     let html = index.text().await.expect("html");
-    assert!(html.contains(&format!("content=\"{}\"", token.expose())), "{html}");
+    assert!(!html.contains(token.expose()), "the page never carries the control token: {html}");
+    assert!(html.contains("%KEYHAVEN_TOKEN%"), "an old placeholder is served as it is: {html}");
     let spa = engine.http.get(engine.url("/usage/models")).send().await.expect("send");
     assert!(spa.text().await.expect("html").contains("keyhaven-token"), "client routes get the app");
     let js = engine.http.get(engine.url("/assets/app.js")).send().await.expect("send");
@@ -601,7 +602,7 @@ async fn the_ui_is_served_with_the_token_injected() {
         assert!(!r.text().await.expect("body").contains("outside"), "{path}");
     }
     let rebinding = engine.http.get(engine.url("/")).header("host", "evil.example").send().await.expect("send");
-    assert_eq!(rebinding.status(), 403, "DNS rebinding cannot read the token");
+    assert_eq!(rebinding.status(), 403, "DNS rebinding cannot read the page");
     let foreign = engine.http.get(engine.url("/")).header("origin", "http://evil.example").send().await.expect("s");
     assert_eq!(foreign.status(), 403);
     engine.stop().await;

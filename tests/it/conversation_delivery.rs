@@ -1,4 +1,4 @@
-//! Delivery of Cursor's own mid-run actions (cursor-backend-design.md "Message compilation and
+//! Delivery of Cursor's own mid-run actions (docs/cursor-backend.md §4 "Message compilation and
 //! delivery"): a follow-up user message during a run is inserted after the current step (the
 //! tool results stay right behind their assistant message), a message sent to a run that is no
 //! longer current never reaches the conversation, and a resubmitted message after a provider

@@ -1,4 +1,4 @@
-//! A Cursor client simulator at the wire level, written from cursor-protocol.md, driving the whole
+//! A Cursor client simulator at the wire level, written from docs/cursor-wire.md, driving the whole
 //! engine through its intercepting proxy with the engine's real CA: the harness (`Sim`: RunSSE,
 //! hex BidiAppends, the h2 bidi `Run` stream, a test "official host") shared with `connect_wire`,
 //! and the cases of routing: hybrid routing per model, the model catalog, `GetServerConfig` and

@@ -5,6 +5,7 @@
 //! External tools are skipped with a message when missing, unless `KEYHAVEN_REQUIRE_TOOLS` is
 //! set (CI sets it), in which case a missing tool fails the test.
 
+use crate::support::skip::skip;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -38,11 +39,6 @@ const TIMEOUT: Duration = Duration::from_secs(20);
 
 // ---------------------------------------------------------------------------------------------
 // Tools
-
-#[expect(clippy::print_stderr, reason = "a skipped external check must say so")]
-fn skip(what: &str) {
-    eprintln!("SKIPPED: {what}");
-}
 
 fn find_tool(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;

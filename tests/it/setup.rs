@@ -577,5 +577,44 @@ async fn client_tokens_name_the_client_and_can_be_required() {
     let row = engine.only_call().await;
     assert_eq!(row.summary.client, "claude-code");
     assert_eq!(mock.seen().len(), 1, "refused calls never reached the upstream");
+
+    // Every /v1 route checks the token (issue 14 §5): the token count calls the provider and the
+    // model list names what the user pays for.
+    let count_body = serde_json::json!({"model": "an-model", "messages": [{"role": "user", "content": "hi"}]});
+    let bearer = format!("Bearer {}", token.expose_secret());
+    for (path, auth) in [("/v1/messages/count_tokens", None), ("/v1/messages/count_tokens", Some("Bearer kh-nope"))] {
+        let mut req = engine.http.post(engine.url(path)).header("content-type", "application/json").json(&count_body);
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        let resp = req.send().await.expect("send");
+        assert_eq!(resp.status(), 401, "{path} {auth:?}");
+        let v: serde_json::Value = resp.json().await.expect("json");
+        assert_eq!(v["type"], "error", "Anthropic's error shape: {v}");
+        assert_eq!(v["error"]["type"], "authentication_error", "{v}");
+    }
+    for anthropic in [false, true] {
+        let mut req = engine.http.get(engine.url("/v1/models"));
+        if anthropic {
+            req = req.header("anthropic-version", "2023-06-01");
+        }
+        let resp = req.send().await.expect("send");
+        assert_eq!(resp.status(), 401, "/v1/models without a token (anthropic-version: {anthropic})");
+    }
+    let models = engine.http.get(engine.url("/v1/models")).header("authorization", &bearer).send().await.expect("send");
+    assert_eq!(models.status(), 200);
+    let v: serde_json::Value = models.json().await.expect("json");
+    assert!(v["data"].as_array().expect("list").iter().any(|m| m["id"] == "an-model"), "{v}");
+    let keyed = engine
+        .http
+        .get(engine.url("/v1/models"))
+        .header("x-api-key", token.expose_secret())
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(keyed.status(), 200, "x-api-key carries the token too");
+    let health = engine.http.get(engine.url("/health")).send().await.expect("send");
+    assert_eq!(health.status(), 200, "/health needs no token");
+    assert_eq!(mock.seen().len(), 1, "no refused call reached the upstream");
     engine.stop().await;
 }

@@ -21,6 +21,7 @@
 //! unless `KEYHAVEN_REQUIRE_TOOLS` is set (CI), where they fail. `KEYHAVEN_CHROMIUM` overrides the
 //! browser path.
 
+use crate::support::skip::skip;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -45,11 +46,6 @@ const UI_KEY: &str = "sk-ui-e2e-canary-5f4e3d2c1b0a";
 const CLAUDE_SETTINGS: &str = "{\n  // my Claude Code settings\n  \"theme\": \"dark\"\n}\n";
 const CURSOR_SETTINGS: &str = "{\n  // Cursor user settings\n  \"editor.fontSize\": 14\n}\n";
 const PROXY_URL: &str = "http://127.0.0.1:4938";
-
-#[expect(clippy::print_stderr, reason = "a skipped external check must say so")]
-fn skip(what: &str) {
-    eprintln!("SKIPPED: {what}");
-}
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -201,6 +197,7 @@ async fn ui_walkthrough_in_chromium() {
     let token = ControlToken::load_or_create(engine.dir.path()).expect("token");
     let env = vec![
         ("KH_URL", engine.base.clone()),
+        ("KH_LINK", engine.handle.dashboard_link()),
         ("KH_TOKEN", token.expose().to_owned()),
         ("KH_MOCK_URL", mock.url()),
         ("KH_KEY", UI_KEY.to_owned()),
@@ -330,8 +327,12 @@ async fn hostile_page_cannot_read_or_change_anything() {
     let before = snapshot(&engine, &home, &keychain).await;
     let token = ControlToken::load_or_create(engine.dir.path()).expect("token");
 
-    let env =
-        vec![("KH_URL", engine.base.clone()), ("KH_TOKEN", token.expose().to_owned()), ("KH_CALL_ID", call_id.clone())];
+    let env = vec![
+        ("KH_URL", engine.base.clone()),
+        ("KH_LINK", engine.handle.dashboard_link()),
+        ("KH_TOKEN", token.expose().to_owned()),
+        ("KH_CALL_ID", call_id.clone()),
+    ];
     let t = tools_clone(&tools);
     let out2 = out.clone();
     let run = tokio::task::spawn_blocking(move || run_script(&t, "hostile.mjs", &out2, &env)).await.expect("join");

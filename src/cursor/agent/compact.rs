@@ -1,5 +1,5 @@
 //! Compaction on Cursor's wire: the `summary_started`, `summary{summary}`, `summary_completed`
-//! interaction updates (cursor-protocol.md §4.6, cases 10, 9, 11) around every compaction, and
+//! interaction updates (docs/cursor-wire.md §4.6, cases 10, 9, 11) around every compaction, and
 //! the turn a `summarize_action` run request asks for.
 //!
 //! Compaction itself is `run::Summarizer`: during a run it happens before a model cycle when

@@ -1,5 +1,5 @@
 //! Message compilation and delivery for actions that arrive while a run works
-//! (cursor-backend-design.md "Message compilation and delivery"): a `conversation_action` sent
+//! (docs/cursor-backend.md §4 "Message compilation and delivery"): a `conversation_action` sent
 //! as its own `AgentClientMessage` during a run is classified here, then delivered to the
 //! conversation's current run with the run it was meant for as the target (the request id of
 //! the stream it arrived on).
@@ -15,7 +15,7 @@
 //! A message batch the run (or, when it was already finalizing, the next run) accepted is
 //! echoed as `user_message_appended` (§4.6 case 6), so the client knows it was taken.
 //!
-//! cursor-protocol.md does not classify mid-run user messages itself: it says a separate
+//! docs/cursor-wire.md does not classify mid-run user messages itself: it says a separate
 //! conversation action is how the client cancels and injects context mid-run (§4.4), and that a
 //! new message while running is observed as `cancel_action{new_message_submitted}` followed by a
 //! new run (§5.5; the new run supersedes the old through the run request, not through here). An

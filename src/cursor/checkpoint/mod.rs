@@ -1,4 +1,4 @@
-//! Cursor's checkpoint (cursor-backend-design.md "Checkpoints", cursor-protocol.md §4.11, §5.6):
+//! Cursor's checkpoint (docs/cursor-backend.md §7 "Checkpoints", docs/cursor-wire.md §4.11, §5.6):
 //! the conversation as a `ConversationStateStructure` whose contents live in content-addressed
 //! blobs on the client.
 //!
@@ -14,7 +14,7 @@
 //! - [`trim`] keeps the state under [`MAX_WIRE_BYTES`]. First (a Keyhaven addition that loses
 //!   nothing) long strings inside `pending_tool_calls` are abbreviated: the full arguments are in
 //!   the root blobs, and a 600 KB `write_file` would otherwise cost the whole history. Then, in
-//!   the documented order (cursor-protocol.md §5.6): file states, read paths and turn timings;
+//!   the documented order (docs/cursor-wire.md §5.6): file states, read paths and turn timings;
 //!   the oldest root messages (the first root, the system prompt, is kept); the oldest turns
 //!   (the newest is kept); summary, plan and todos.
 //! - [`recovery`] turns an incoming state back into transcript entries (blobs from
@@ -125,7 +125,7 @@ pub fn root_ids(entries: &[Entry]) -> Vec<BlobId> {
 }
 
 /// The blob ids a run request shows the client holds: the roots and turns of the state it sent
-/// back (the IDE keeps its latest checkpoint together with its blobs, cursor-protocol.md §5.6)
+/// back (the IDE keeps its latest checkpoint together with its blobs, docs/cursor-wire.md §5.6)
 /// and the `pre_fetched_blobs` whose content matches their id.
 pub fn held_by_client(
     state: Option<&agent::ConversationStateStructure>,

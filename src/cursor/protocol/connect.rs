@@ -1,4 +1,4 @@
-//! Connect framing as Cursor uses it (cursor-protocol.md §2, §3.1).
+//! Connect framing as Cursor uses it (docs/cursor-wire.md §2, §3.1).
 //!
 //! - Unary calls: the body is the bare protobuf (`application/proto`), gzip when
 //!   `content-encoding: gzip`; errors are a JSON body `{"code","message","details"}`.

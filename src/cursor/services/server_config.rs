@@ -1,5 +1,5 @@
 //! `GetServerConfig`: Keyhaven takes the official service's answer and may change only its
-//! transport knob, `http2_config` (field 7, cursor-protocol.md §1.2); indexing keys, agent URLs
+//! transport knob, `http2_config` (field 7, docs/cursor-wire.md §1.2); indexing keys, agent URLs
 //! and everything else stay as the official service sent them, and nothing in it touches
 //! entitlement.
 //!

@@ -1,5 +1,5 @@
 //! The diagnostics and fetch tools: both are client execs (`diagnostics_args`, `fetch_args`,
-//! cursor-protocol.md §4.8) shown as `read_lints_tool_call` and `fetch_tool_call` cards. Both
+//! docs/cursor-wire.md §4.8) shown as `read_lints_tool_call` and `fetch_tool_call` cards. Both
 //! only read, so they send the exec before `tool_call_started` like read, grep and ls. The
 //! read_lints card carrying the diagnostics exec messages is an assumption (the reference gives
 //! no shape for it).

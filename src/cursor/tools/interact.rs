@@ -1,4 +1,4 @@
-//! The tools that ask the user (cursor-protocol.md §4.10, §5.3 "Interaction tools"): each sends
+//! The tools that ask the user (docs/cursor-wire.md §4.10, §5.3 "Interaction tools"): each sends
 //! an `interaction_query` and waits, possibly for minutes (the transport's heartbeats keep the
 //! stream alive), for the `interaction_response` of the same id. The card (`tool_call_started`,
 //! then `tool_call_completed` with the result) is the tool's own case.

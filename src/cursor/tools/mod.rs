@@ -1,4 +1,4 @@
-//! The agent's tools on Cursor's wire (cursor-backend-design.md "cursor/tools"):
+//! The agent's tools on Cursor's wire (docs/cursor-backend.md §2.3 "cursor/tools", §6):
 //!
 //! - [`catalog`]: the one list of tool definitions the model sees (names, descriptions, JSON
 //!   Schemas), plus the MCP tools of the run request, and each tool's card case.

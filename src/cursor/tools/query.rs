@@ -1,4 +1,4 @@
-//! Interaction queries (cursor-protocol.md §4.10): the server asks the UI for approval or input
+//! Interaction queries (docs/cursor-wire.md §4.10): the server asks the UI for approval or input
 //! (`interaction_query{id, …}`) and the client answers, possibly minutes later, with an
 //! `interaction_response` of the same id via BidiAppend (heartbeats keep the stream alive
 //! meanwhile). Ids are per run from 1; a response for an unknown or abandoned id is dropped, and

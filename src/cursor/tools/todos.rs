@@ -1,4 +1,4 @@
-//! Todos, kept server-side per conversation (cursor-protocol.md §5.3 "Todos"): the
+//! Todos, kept server-side per conversation (docs/cursor-wire.md §5.3 "Todos"): the
 //! `todo_write` tool replaces or merges the list, and its card is an `update_todos_tool_call`
 //! (started and completed with the merged list). Nothing goes to the client but the card; the
 //! checkpoint reads the list through [`TodoList::get`] (the conversation's accessor).

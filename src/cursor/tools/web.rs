@@ -1,5 +1,5 @@
-//! The web tools that Keyhaven runs server-side after the user's approval (cursor-protocol.md
-//! §4.10: "for web search and web fetch, the actual fetching happens server-side after approval").
+//! The web tools that Keyhaven runs server-side after the user's approval (docs/cursor-wire.md
+//! §4.10: for web search and web fetch, the server fetches after the user approves).
 //!
 //! - `web_search`: with a search provider (`crate::search`), a `web_search_request_query`, then
 //!   the search; the card is a `web_search_tool_call` whose result lists the references. Without

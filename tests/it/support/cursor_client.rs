@@ -1,4 +1,4 @@
-//! A Cursor client simulator for agent turns with tools, written from cursor-protocol.md §4.8 and
+//! A Cursor client simulator for agent turns with tools, written from docs/cursor-wire.md §4.8 and
 //! §5.3: it opens RunSSE through the engine's intercepting proxy (trusting only the engine's CA),
 //! appends the run request, then reads the stream and really executes every exec request
 //! (read, write, delete, grep and glob, ls, shell through `sh -c`, MCP) against a temporary
@@ -131,7 +131,18 @@ pub struct CursorSim {
 struct Conn {
     proxy: SocketAddr,
     ca: CertificateDer<'static>,
+    /// The client's identity headers (the IDE's, unless a test sends as another client).
+    identity: Vec<(String, String)>,
 }
+
+/// The identity headers the simulated IDE sends on every request (docs/cursor-wire.md §1.5): its
+/// Cursor access token, client version and type, and privacy mode.
+pub const IDE_IDENTITY: [(&str, &str); 4] = [
+    ("authorization", "Bearer sim-cursor-access-token"),
+    ("x-cursor-client-version", "2.6.19"),
+    ("x-cursor-client-type", "ide"),
+    ("x-ghost-mode", "true"),
+];
 
 impl Conn {
     async fn send(&self, path: &str, content_type: &str, body: Vec<u8>) -> Response<Incoming> {
@@ -148,12 +159,14 @@ impl Conn {
         let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg)).connect(name, tcp).await.expect("tls");
         let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.expect("h1");
         tokio::spawn(conn);
-        let req = Request::post(format!("https://api2.cursor.sh{path}"))
+        let mut req = Request::post(format!("https://api2.cursor.sh{path}"))
             .header("host", "api2.cursor.sh")
             .header("content-type", content_type)
-            .header("connect-protocol-version", "1")
-            .body(Full::new(Bytes::from(body)))
-            .expect("request");
+            .header("connect-protocol-version", "1");
+        for (k, v) in &self.identity {
+            req = req.header(k, v);
+        }
+        let req = req.body(Full::new(Bytes::from(body))).expect("request");
         tokio::time::timeout(TIMEOUT, send.send_request(req)).await.expect("in time").expect("response")
     }
 
@@ -218,7 +231,23 @@ impl Conn {
             std::fs::read_to_string(te.dir.path().join("ca").join(keyhaven::proxy::ca::CERT_FILE)).expect("ca pem");
         let b64: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
         let ca = CertificateDer::from(base64::engine::general_purpose::STANDARD.decode(b64).expect("pem body"));
-        Conn { proxy: te.handle.proxy.clone().expect("proxy").addr, ca }
+        let identity = IDE_IDENTITY.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        Conn { proxy: te.handle.proxy.clone().expect("proxy").addr, ca, identity }
+    }
+}
+
+impl CursorSim {
+    /// A request through the proxy from another local client, whose identity headers are
+    /// `identity` instead of the IDE's (issue 14 §5: foreign injections).
+    pub async fn send_as(
+        &self,
+        identity: &[(&str, &str)],
+        path: &str,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> Response<Incoming> {
+        let identity = identity.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        Conn { identity, ..self.conn.clone() }.send(path, content_type, body).await
     }
 }
 

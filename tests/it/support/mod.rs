@@ -5,6 +5,8 @@ pub mod cursor_client;
 pub mod fixtures;
 pub mod lingma;
 pub mod mock;
+pub mod skip;
+pub mod vendor;
 
 use std::sync::Arc;
 use std::time::Duration;

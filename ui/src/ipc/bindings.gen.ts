@@ -450,3 +450,29 @@ notes: Array<string>, };
 export type AppInput = { startOnLogin: boolean | null, };
 
 export type IpcReply = { status: number, body: unknown, };
+
+export type DoctorReport = { 
+/**
+ * No check failed (warnings allowed).
+ */
+ok: boolean, checks: Array<DoctorCheck>, };
+
+export type DoctorCheck = { 
+/**
+ * `keyring`, `ports`, `ca`, `clients`, `providers` or `cursor`.
+ */
+area: string, 
+/**
+ * What was checked, e.g. `Provider anthropic answers with its key`.
+ */
+title: string, status: DoctorStatus, 
+/**
+ * What was found.
+ */
+detail: string, 
+/**
+ * What to do, for a warning or a failure.
+ */
+fix: string | null, };
+
+export type DoctorStatus = "ok" | "warn" | "fail" | "skip";

@@ -1,6 +1,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { api, inApp, type AppStatus, type Settings, type SettingsApplied } from "../ipc";
 import { ErrorNotice, Field, View, useAction, useLoad } from "../ui";
+import { DoctorSection } from "./doctor";
 import { WebToolsSection } from "./web";
 
 interface Form {
@@ -139,6 +140,7 @@ export function SettingsPage(_: { args: string[] }) {
       {inApp() && <StartOnLogin />}
       <View res={res}>{(s) => <SettingsForm s={s} onSaved={res.reload} />}</View>
       <View res={web}>{(w) => <WebToolsSection initial={w} />}</View>
+      <DoctorSection />
     </>
   );
 }
