@@ -521,6 +521,7 @@ impl ControlService {
             cancel: self.inner.shutdown.child_token(),
             conversation_id: None,
             request_id: None,
+            session_id: None,
         };
         let started = Instant::now();
         let result = match tokio::time::timeout(Duration::from_secs(120), async {
@@ -725,6 +726,14 @@ impl ControlService {
 
     // ---- client setup ----
 
+    /// The setup choices for routing `client`, with Claude Code's tool search decided from the
+    /// current config ([`setup::serves_on_anthropic`]).
+    fn setup_options(&self, client: setup::Client, opts: dto::RouteOptions) -> SetupOptions {
+        let tool_search = client == setup::Client::ClaudeCode
+            && opts.model.as_deref().is_some_and(|m| setup::serves_on_anthropic(&self.current(), m));
+        SetupOptions { model: opts.model, small_model: opts.small_model, disable_http2: opts.disable_http2, tool_search }
+    }
+
     fn setup_env(&self) -> Result<SetupEnv, ControlError> {
         self.inner
             .setup
@@ -761,9 +770,8 @@ impl ControlService {
         let env = self.setup_env()?;
         let tokens = ClientTokens::new(keyring_of(&self.inner.gateway), &self.inner.data_dir);
         let client = client_from_dto(client);
+        let opts = self.setup_options(client, opts);
         blocking(move || {
-            let opts =
-                SetupOptions { model: opts.model, small_model: opts.small_model, disable_http2: opts.disable_http2 };
             Ok(setup_result(setup::route(&env, client, &opts, &tokens)?))
         })
         .await
@@ -779,9 +787,8 @@ impl ControlService {
         let env = self.setup_env()?;
         let tokens = ClientTokens::new(keyring_of(&self.inner.gateway), &self.inner.data_dir);
         let client = client_from_dto(client);
+        let opts = self.setup_options(client, opts);
         blocking(move || {
-            let opts =
-                SetupOptions { model: opts.model, small_model: opts.small_model, disable_http2: opts.disable_http2 };
             Ok(setup_preview(&setup::plan_route(&env, client, &opts, &tokens)?))
         })
         .await

@@ -308,6 +308,7 @@ async fn providers_models_calls_usage_routing_retention_through_the_control_serv
             request_body: None,
             conversation_id: None,
             request_id: None,
+            session_id: None,
         })
         .await
         .expect("start");

@@ -22,6 +22,7 @@ mod lingma;
 mod prefix_stability;
 mod proxy;
 mod responses;
+mod retry_classes;
 mod routing;
 mod setup;
 mod supervisor;
