@@ -32,7 +32,9 @@ pub async fn count_tokens(State(state): State<ApiState>, headers: HeaderMap, bod
         // Not an object with a model: the decoder's error names what is wrong.
         let e = match decoded {
             Err(e) => e,
-            Ok(_) => crate::dialect::DecodeError::Field { path: "model".into(), message: "missing field `model`".into() },
+            Ok(_) => {
+                crate::dialect::DecodeError::Field { path: "model".into(), message: "missing field `model`".into() }
+            }
         };
         return with_id(ApiError::decode(dialect, &e).into_response(), &id);
     };

@@ -731,7 +731,12 @@ impl ControlService {
     fn setup_options(&self, client: setup::Client, opts: dto::RouteOptions) -> SetupOptions {
         let tool_search = client == setup::Client::ClaudeCode
             && opts.model.as_deref().is_some_and(|m| setup::serves_on_anthropic(&self.current(), m));
-        SetupOptions { model: opts.model, small_model: opts.small_model, disable_http2: opts.disable_http2, tool_search }
+        SetupOptions {
+            model: opts.model,
+            small_model: opts.small_model,
+            disable_http2: opts.disable_http2,
+            tool_search,
+        }
     }
 
     fn setup_env(&self) -> Result<SetupEnv, ControlError> {
@@ -771,10 +776,7 @@ impl ControlService {
         let tokens = ClientTokens::new(keyring_of(&self.inner.gateway), &self.inner.data_dir);
         let client = client_from_dto(client);
         let opts = self.setup_options(client, opts);
-        blocking(move || {
-            Ok(setup_result(setup::route(&env, client, &opts, &tokens)?))
-        })
-        .await
+        blocking(move || Ok(setup_result(setup::route(&env, client, &opts, &tokens)?))).await
     }
 
     /// What [`route_client`](Self::route_client) would change, without changing anything: the
@@ -788,10 +790,7 @@ impl ControlService {
         let tokens = ClientTokens::new(keyring_of(&self.inner.gateway), &self.inner.data_dir);
         let client = client_from_dto(client);
         let opts = self.setup_options(client, opts);
-        blocking(move || {
-            Ok(setup_preview(&setup::plan_route(&env, client, &opts, &tokens)?))
-        })
-        .await
+        blocking(move || Ok(setup_preview(&setup::plan_route(&env, client, &opts, &tokens)?))).await
     }
 
     /// What [`undo_client`](Self::undo_client) would change, without changing anything.

@@ -214,7 +214,8 @@ impl ControlService {
         if query.days == 0 || query.days > MAX_DAYS {
             return Err(ControlError::Invalid(format!("days: 1 to {MAX_DAYS}")));
         }
-        let since = time::OffsetDateTime::now_utc().date().saturating_sub(time::Duration::days(i64::from(query.days) - 1));
+        let since =
+            time::OffsetDateTime::now_utc().date().saturating_sub(time::Duration::days(i64::from(query.days) - 1));
         let since_ms = since.midnight().assume_utc().unix_timestamp().saturating_mul(1000);
         let rows = self.inner.store.sessions(since_ms, query.limit.min(MAX_PAGE)).await?;
         let sessions = rows

@@ -33,7 +33,8 @@ pub fn decode_error(status: u16, body: &[u8]) -> ErrorInfo {
     }
     let text = String::from_utf8_lossy(body);
     let text = text.trim();
-    let message = if text.is_empty() { format!("upstream returned HTTP {status}") } else { truncate(text, MAX_BODY_CHARS) };
+    let message =
+        if text.is_empty() { format!("upstream returned HTTP {status}") } else { truncate(text, MAX_BODY_CHARS) };
     ErrorInfo { kind: ErrorKind::from_status(status), message }
 }
 

@@ -192,13 +192,8 @@ pub async fn count_tokens(
 /// Sends one attempt and waits for the response head. Non-2xx statuses become
 /// [`ProviderError::Upstream`] with the upstream's error decoded in its dialect.
 pub async fn send(http: &reqwest::Client, p: &Prepared) -> Result<reqwest::Response, ProviderError> {
-    let resp = http
-        .post(&p.url)
-        .headers(p.headers.clone())
-        .body(p.body.clone())
-        .send()
-        .await
-        .map_err(|e| send_error(&e))?;
+    let resp =
+        http.post(&p.url).headers(p.headers.clone()).body(p.body.clone()).send().await.map_err(|e| send_error(&e))?;
     let status = resp.status().as_u16();
     if (200..300).contains(&status) {
         return Ok(resp);

@@ -161,8 +161,7 @@ pub fn serves_on_anthropic(config: &crate::config::FileConfig, model: &str) -> b
         .find(|g| g.name.get_ref() == model)
         .and_then(|g| g.models.first())
         .map_or(model, String::as_str);
-    let Some(m) = config.models.iter().find(|m| m.name.get_ref() == name || m.aliases.iter().any(|a| a == name))
-    else {
+    let Some(m) = config.models.iter().find(|m| m.name.get_ref() == name || m.aliases.iter().any(|a| a == name)) else {
         return false;
     };
     let Some(p) = config.providers.iter().find(|p| p.name.get_ref() == m.provider.get_ref()) else {

@@ -316,6 +316,7 @@ async fn start_and_finish_round_trip_every_field() {
             error_message: Some("busy".into()),
             conversation_id: None,
             request_id: None,
+            session_id: None,
         },
         request_body: s.request_body.clone(),
         response_body: f.response_body.clone(),

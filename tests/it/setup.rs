@@ -646,7 +646,8 @@ fn tool_search_only_behind_a_real_anthropic_endpoint() {
         assert_eq!(setup::serves_on_anthropic(&config, model), want, "{model}");
     }
     // Look-alike origins are not Anthropic's.
-    for base in ["http://api.anthropic.com/v1", "https://api.anthropic.com.evil.example/v1", "https://x.api.anthropic.com"]
+    for base in
+        ["http://api.anthropic.com/v1", "https://api.anthropic.com.evil.example/v1", "https://x.api.anthropic.com"]
     {
         let text = TOOL_SEARCH_CONFIG.replace("https://api.anthropic.com/v1", base);
         let config = keyhaven::config::load_str("tool-search.toml", &text).expect("config");

@@ -6,13 +6,13 @@ use serde_json::{Map, Value};
 use crate::dialect::DecodeError;
 use crate::dialect::anthropic::types::{
     ImageBlock, RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock, WireCacheControl,
-    WireRequest, WireResponse, WireRole, WireThinking, WireTool, WireToolChoice,
-    WireToolChoiceKind, describe, field_error, from_value,
+    WireRequest, WireResponse, WireRole, WireThinking, WireTool, WireToolChoice, WireToolChoiceKind, describe,
+    field_error, from_value,
 };
 use crate::dialect::from_json;
 use crate::model::{
-    CacheControl, Effort, ErrorInfo, ErrorKind, ImageSource, Message, Part, Request, Response, Role, SamplingParams,
-    StopReason, ThinkingConfig, ToolChoice, ToolDef,
+    CacheControl, Effort, ImageSource, Message, Part, Request, Response, Role, SamplingParams, StopReason,
+    ThinkingConfig, ToolChoice, ToolDef,
 };
 
 /// Where a content block appears; decides which block types are allowed and what happens to

@@ -11,12 +11,11 @@ use crate::dialect::anthropic::decode::stop_reason;
 use crate::dialect::anthropic::encode::{effective_stop_reason, error_type};
 use crate::dialect::anthropic::types::{
     ContentBlockDeltaEvent, ContentBlockStartEvent, ContentBlockStopEvent, MessageDeltaEvent, MessageStartEvent,
-    StreamInputJson, StreamRedacted, StreamSignature, StreamText, StreamThinking, StreamToolUse,
-    from_value,
+    StreamInputJson, StreamRedacted, StreamSignature, StreamText, StreamThinking, StreamToolUse, from_value,
 };
 use crate::dialect::from_json;
 use crate::dialect::sse::{SseEvent, write_event};
-use crate::model::{ErrorInfo, ErrorKind, StopReason, StreamEvent, Usage};
+use crate::model::{StopReason, StreamEvent, Usage};
 
 // ---------------------------------------------------------------------------------------------
 // Encoder

@@ -128,7 +128,8 @@ fn responses_stream_error_events() {
     // Anthropic's in-stream error and an OpenAI Chat chunk carrying an error.
     let ev = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
     assert_eq!(stream_error(ev), info(ErrorKind::Overloaded, "Overloaded"));
-    let ev = r#"{"error":{"message":"context too long","type":"invalid_request_error","code":"context_length_exceeded"}}"#;
+    let ev =
+        r#"{"error":{"message":"context too long","type":"invalid_request_error","code":"context_length_exceeded"}}"#;
     assert_eq!(stream_error(ev), info(ErrorKind::InvalidRequest, "context too long"));
     // A bare `{"message"}` (some proxies' `event: error`).
     assert_eq!(stream_error(r#"{"message":"upstream reset"}"#), info(ErrorKind::Upstream, "upstream reset"));
@@ -154,7 +155,10 @@ fn malformed_truncated_and_oversized_bodies() {
     assert_eq!(decode_error(500, &[0xff, 0xfe, b'o', b'k']), info(ErrorKind::Upstream, "\u{fffd}\u{fffd}ok"));
     // An empty message in an envelope: the status and type, not the raw JSON.
     let body = r#"{"error":{"message":"","type":"server_error"}}"#;
-    assert_eq!(decode_error(500, body.as_bytes()), info(ErrorKind::Upstream, "upstream returned HTTP 500 (server_error)"));
+    assert_eq!(
+        decode_error(500, body.as_bytes()),
+        info(ErrorKind::Upstream, "upstream returned HTTP 500 (server_error)")
+    );
     // Oversized: a text body keeps MAX_BODY_CHARS characters (multi-byte safe) and an ellipsis.
     let long = "é".repeat(10_000);
     let got = decode_error(413, long.as_bytes());

@@ -7,8 +7,7 @@ use crate::dialect::openai_chat::StreamOptions;
 use crate::dialect::openai_chat::types::{ChatCompletion, ChatRequest, Content, InMessage, InPart, InToolCall};
 use crate::dialect::{DecodeError, from_json};
 use crate::model::{
-    self, Effort, ErrorInfo, ErrorKind, ImageSource, Message, Part, Role, SamplingParams, StopReason, ThinkingConfig,
-    ToolChoice, ToolDef,
+    self, Effort, ImageSource, Message, Part, Role, SamplingParams, StopReason, ThinkingConfig, ToolChoice, ToolDef,
 };
 
 /// The longest slice of a non-JSON error body kept as the error message.

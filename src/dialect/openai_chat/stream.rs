@@ -11,7 +11,7 @@ use crate::dialect::openai_chat::types::{
     Chunk, ChunkChoice, Delta, DeltaFunction, DeltaToolCall, WireUsageIn, WireUsageOut,
 };
 use crate::dialect::sse::{SseEvent, write_event};
-use crate::model::{ErrorInfo, ErrorKind, StreamEvent, Usage};
+use crate::model::{StreamEvent, Usage};
 
 // ---------------------------------------------------------------------------------------------
 // Encoder

@@ -8,8 +8,7 @@ use crate::dialect::openai_responses::types::{Content, InItem, InPart, Input, Re
 use crate::dialect::openai_responses::{REDACTED_PREFIX, RequestOptions};
 use crate::dialect::{DecodeError, from_json};
 use crate::model::{
-    self, Effort, ErrorInfo, ErrorKind, ImageSource, Message, Part, Role, SamplingParams, StopReason, ThinkingConfig,
-    ToolChoice, ToolDef,
+    self, Effort, ImageSource, Message, Part, Role, SamplingParams, StopReason, ThinkingConfig, ToolChoice, ToolDef,
 };
 
 /// The longest slice of a non-JSON error body kept as the error message.

@@ -73,7 +73,8 @@ impl Gateway {
             None => Err(ProviderError::UnknownModel(req.model.clone())),
             Some(route) => {
                 // Emulated tools: count the prompt the upstream would really get.
-                let emulated = req.decoded.as_ref().filter(|d| emulation::applies(&route.model, d)).map(emulation::rewrite);
+                let emulated =
+                    req.decoded.as_ref().filter(|d| emulation::applies(&route.model, d)).map(emulation::rewrite);
                 let exact = match route.provider.kind {
                     ProviderKind::Anthropic => {
                         let body = match &emulated {
