@@ -1,5 +1,5 @@
-//! Decoding of Anthropic bodies into canonical types: inbound requests, upstream responses and
-//! upstream error bodies.
+//! Decoding of Anthropic bodies into canonical types: inbound requests and upstream responses
+//! (upstream error bodies: [`crate::dialect::error`]).
 
 use serde_json::{Map, Value};
 

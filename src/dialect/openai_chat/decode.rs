@@ -1,4 +1,5 @@
-//! Decoding: inbound requests, upstream responses and upstream error bodies.
+//! Decoding: inbound requests and upstream responses (upstream error bodies:
+//! [`crate::dialect::error`]).
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -9,8 +10,6 @@ use crate::dialect::{DecodeError, from_json};
 use crate::model::{
     self, Effort, ImageSource, Message, Part, Role, SamplingParams, StopReason, ThinkingConfig, ToolChoice, ToolDef,
 };
-
-/// The longest slice of a non-JSON error body kept as the error message.
 
 pub(crate) fn decode_request(body: &[u8]) -> Result<(model::Request, StreamOptions), DecodeError> {
     let req: ChatRequest = from_json_strict(body)?;

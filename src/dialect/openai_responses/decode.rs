@@ -1,5 +1,5 @@
-//! Decoding: inbound requests (input items into canonical messages), upstream response objects
-//! and upstream error bodies.
+//! Decoding: inbound requests (input items into canonical messages) and upstream response objects
+//! (upstream error bodies: [`crate::dialect::error`]).
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -10,8 +10,6 @@ use crate::dialect::{DecodeError, from_json};
 use crate::model::{
     self, Effort, ImageSource, Message, Part, Role, SamplingParams, StopReason, ThinkingConfig, ToolChoice, ToolDef,
 };
-
-/// The longest slice of a non-JSON error body kept as the error message.
 
 pub(crate) fn decode_request(body: &[u8]) -> Result<(model::Request, RequestOptions), DecodeError> {
     let req: ResponsesRequest = from_json(body)?;
