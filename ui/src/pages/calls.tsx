@@ -52,7 +52,7 @@ function Sessions({ current, pick }: { current: string; pick: (session: string) 
                 {list.sessions.map((s) => (
                   <tr key={s.sessionId} class={s.sessionId === current ? "selected" : undefined}>
                     <td>
-                      <button type="button" class="link" title={s.sessionId} onClick={() => pick(s.sessionId)}>
+                      <button type="button" class="link" title={s.sessionId} aria-label={`Session ${s.sessionId}`} onClick={() => pick(s.sessionId)}>
                         <code>{shortSession(s.sessionId)}</code>
                       </button>
                     </td>
@@ -150,7 +150,7 @@ function CallList() {
             </Empty>
           ) : (
             <>
-              <table class="table">
+              <table class="table calls">
                 <thead>
                   <tr>
                     <th scope="col">Started</th>
