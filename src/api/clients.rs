@@ -53,3 +53,6 @@ pub fn identify(directory: &dyn ClientDirectory, headers: &HeaderMap) -> (Option
     let name = by_token.clone().unwrap_or_else(|| ua.chars().take(120).collect());
     (by_token, name)
 }
+
+#[cfg(test)]
+mod tests;
