@@ -558,7 +558,14 @@ fn setup_command(paths: &Paths, target: SetupTarget, out: &mut impl Write) -> an
         if model.is_none() && client == Client::Codex {
             model = file.as_ref().and_then(|f| f.models.first()).map(|m| m.name.get_ref().clone());
         }
-        let opts = SetupOptions { model, small_model: args.small_model.clone(), disable_http2: args.disable_http2 };
+        let tool_search = client == Client::ClaudeCode
+            && file.as_ref().zip(model.as_deref()).is_some_and(|(f, m)| setup::serves_on_anthropic(f, m));
+        let opts = SetupOptions {
+            model,
+            small_model: args.small_model.clone(),
+            disable_http2: args.disable_http2,
+            tool_search,
+        };
         setup::plan_route(&env, client, &opts, &tokens)?
     };
     if args.dry_run {

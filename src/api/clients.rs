@@ -29,6 +29,23 @@ pub fn presented_token(headers: &HeaderMap) -> Option<&str> {
     bearer.or_else(|| headers.get("x-api-key").and_then(|v| v.to_str().ok())).map(str::trim)
 }
 
+/// The headers a client names its own session with, in the order they are read: Claude Code's
+/// `X-Claude-Code-Session-Id`; the Codex CLI's `session_id` (and `conversation_id`, which older
+/// Codex releases sent with the same value).
+const SESSION_HEADERS: [&str; 3] = ["x-claude-code-session-id", "session_id", "conversation_id"];
+/// The longest session id recorded (client ids are UUIDs; anything longer is not one).
+const MAX_SESSION_CHARS: usize = 128;
+
+/// The client's own session id for the call record, when it sent one: printable ASCII without
+/// spaces, at most [`MAX_SESSION_CHARS`] characters; anything else is ignored.
+pub fn session(headers: &HeaderMap) -> Option<String> {
+    SESSION_HEADERS.iter().find_map(|name| {
+        let v = headers.get(*name)?.to_str().ok()?.trim();
+        let ok = !v.is_empty() && v.len() <= MAX_SESSION_CHARS && v.bytes().all(|b| b.is_ascii_graphic());
+        ok.then(|| v.to_owned())
+    })
+}
+
 /// The client name for the call record: the token's client, else the User-Agent.
 pub fn identify(directory: &dyn ClientDirectory, headers: &HeaderMap) -> (Option<String>, String) {
     let by_token = presented_token(headers).and_then(|t| directory.client_for(t));
@@ -65,3 +82,5 @@ pub async fn gate(
     }
     next.run(req).await
 }
+#[cfg(test)]
+mod tests;

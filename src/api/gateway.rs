@@ -117,6 +117,7 @@ async fn handle(state: ApiState, dialect: Inbound, headers: HeaderMap, body: Bod
         cancel: state.shutdown.child_token(),
         conversation_id: None,
         request_id: None,
+        session_id: crate::api::clients::session(&headers),
     };
     let call = match state.gateway.call(req, ctx).await {
         Ok(call) => call,

@@ -472,6 +472,8 @@ pub struct CallQuery {
     pub since_ms: Option<i64>,
     /// Only the calls of this conversation (e.g. a Cursor conversation id).
     pub conversation: Option<String>,
+    /// Only the calls of this client session (Claude Code, Codex).
+    pub session: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -507,6 +509,46 @@ pub struct CallSummary {
     pub conversation_id: Option<String>,
     /// The front end's request the call served (e.g. a Cursor agent stream's request id).
     pub request_id: Option<String>,
+    /// The client's own session (Claude Code's `X-Claude-Code-Session-Id`, Codex's `session_id`).
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct SessionQuery {
+    /// Sessions with a call in the last `days` UTC days, today included (1..=366).
+    pub days: u32,
+    /// At most this many sessions (0 = 100; at most 1000).
+    #[serde(default)]
+    pub limit: u32,
+}
+
+/// One client session's calls, summed (`GET /api/usage/sessions`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSummary {
+    pub session_id: String,
+    /// The client of the session's latest call.
+    pub client: String,
+    pub calls: u64,
+    pub errors: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub cost_micros: i64,
+    pub first_ms: i64,
+    pub last_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct SessionList {
+    /// Most recently active first.
+    pub sessions: Vec<SessionSummary>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

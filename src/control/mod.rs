@@ -551,6 +551,7 @@ impl ControlService {
             cancel: self.inner.shutdown.child_token(),
             conversation_id: None,
             request_id: None,
+            session_id: None,
         };
         let started = Instant::now();
         let result = match tokio::time::timeout(Duration::from_secs(120), async {
@@ -755,6 +756,19 @@ impl ControlService {
 
     // ---- client setup ----
 
+    /// The setup choices for routing `client`, with Claude Code's tool search decided from the
+    /// current config ([`setup::serves_on_anthropic`]).
+    fn setup_options(&self, client: setup::Client, opts: dto::RouteOptions) -> SetupOptions {
+        let tool_search = client == setup::Client::ClaudeCode
+            && opts.model.as_deref().is_some_and(|m| setup::serves_on_anthropic(&self.current(), m));
+        SetupOptions {
+            model: opts.model,
+            small_model: opts.small_model,
+            disable_http2: opts.disable_http2,
+            tool_search,
+        }
+    }
+
     fn setup_env(&self) -> Result<SetupEnv, ControlError> {
         self.inner
             .setup
@@ -791,12 +805,8 @@ impl ControlService {
         let env = self.setup_env()?;
         let tokens = ClientTokens::new(keyring_of(&self.inner.gateway), &self.inner.data_dir);
         let client = client_from_dto(client);
-        blocking(move || {
-            let opts =
-                SetupOptions { model: opts.model, small_model: opts.small_model, disable_http2: opts.disable_http2 };
-            Ok(setup_result(setup::route(&env, client, &opts, &tokens)?))
-        })
-        .await
+        let opts = self.setup_options(client, opts);
+        blocking(move || Ok(setup_result(setup::route(&env, client, &opts, &tokens)?))).await
     }
 
     /// What [`route_client`](Self::route_client) would change, without changing anything: the
@@ -809,12 +819,8 @@ impl ControlService {
         let env = self.setup_env()?;
         let tokens = ClientTokens::new(keyring_of(&self.inner.gateway), &self.inner.data_dir);
         let client = client_from_dto(client);
-        blocking(move || {
-            let opts =
-                SetupOptions { model: opts.model, small_model: opts.small_model, disable_http2: opts.disable_http2 };
-            Ok(setup_preview(&setup::plan_route(&env, client, &opts, &tokens)?))
-        })
-        .await
+        let opts = self.setup_options(client, opts);
+        blocking(move || Ok(setup_preview(&setup::plan_route(&env, client, &opts, &tokens)?))).await
     }
 
     /// What [`undo_client`](Self::undo_client) would change, without changing anything.

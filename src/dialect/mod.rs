@@ -8,6 +8,7 @@
 
 pub mod anthropic;
 pub mod fuzz;
+pub mod error;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod sse;

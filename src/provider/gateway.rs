@@ -18,7 +18,7 @@ use crate::provider::emulation::{self, Emulator, Finish};
 use crate::provider::error::ProviderError;
 use crate::provider::health::{HealthBook, ProviderHealth};
 use crate::provider::lingma;
-use crate::provider::retry::{backoff, retryable_status};
+use crate::provider::retry::backoff;
 use crate::provider::upstream::{self, EventStream};
 use crate::provider::{CallSink, Catalog, Route};
 use crate::secrets::{Secrets, redact};
@@ -45,6 +45,9 @@ pub struct CallContext {
     /// conversation id and agent stream request id).
     pub conversation_id: Option<String>,
     pub request_id: Option<String>,
+    /// The client's own session (Claude Code's `X-Claude-Code-Session-Id`, Codex's `session_id`
+    /// header), recorded on the call row.
+    pub session_id: Option<String>,
 }
 
 /// A call that failed before anything reached the client (its record is already finalised).
@@ -115,13 +118,10 @@ struct EmulatedSetup {
 }
 
 /// Whether a failed model of a group may hand the request to the next one: the same
-/// classification as retries (connect errors, 429, 5xx), never a timeout after sending.
+/// classification as retries ([`ProviderError::not_processed`]: connect errors, 429, 5xx), never
+/// a timeout after sending or a lost answer.
 fn may_fall_back(err: &ProviderError) -> bool {
-    match err {
-        ProviderError::Connect(_) => true,
-        ProviderError::Upstream { status, .. } => retryable_status(*status),
-        _ => false,
-    }
+    err.not_processed()
 }
 
 impl std::fmt::Debug for Gateway {
@@ -132,7 +132,7 @@ impl std::fmt::Debug for Gateway {
 
 mod count;
 
-pub use count::TokenCount;
+pub use count::{CountRequest, TokenCount};
 
 impl Gateway {
     pub fn new(catalog: Catalog, secrets: Secrets, sink: Arc<dyn CallSink>, opts: GatewayOptions) -> Gateway {
@@ -215,6 +215,7 @@ impl Gateway {
             request_body: None,
             conversation_id: ctx.conversation_id.clone(),
             request_id: ctx.request_id.clone(),
+            session_id: ctx.session_id.clone(),
         });
         let mut fallbacks = Vec::new();
         let result = self
@@ -406,12 +407,12 @@ impl Gateway {
                 self.health.failure(&route.provider.name, &redact(&err.to_string(), &secrets), Instant::now());
             }
             let retry_in = match &err {
-                ProviderError::Connect(_) => Some(None),
-                ProviderError::Upstream { status, retry_after, .. } if retryable_status(*status) => match retry_after {
+                _ if !err.not_processed() => None,
+                ProviderError::Upstream { retry_after, .. } => match retry_after {
                     Some(after) if after.as_millis() > u128::from(self.opts.retry.max_retry_after) => None,
                     other => Some(*other),
                 },
-                _ => None,
+                _ => Some(None),
             };
             let Some(retry_in) = retry_in.filter(|_| attempt < max_retries) else { return Err(err) };
             let delay = retry_in.unwrap_or_else(|| {

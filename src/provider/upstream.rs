@@ -112,28 +112,53 @@ pub async fn open(
     }
 }
 
-/// Asks an Anthropic-kind provider to count the input tokens of `req`
-/// (`{base_url}/messages/count_tokens`, non-streaming JSON `{"input_tokens": N}`).
-pub async fn count_tokens(
-    http: &reqwest::Client,
-    route: &Route,
-    req: &model::Request,
-    key: Option<&SecretString>,
-) -> Result<u64, ProviderError> {
-    let p: &ProviderEntry = &route.provider;
+/// The body an Anthropic-kind provider counts for `req` (the canonical request encoded, for
+/// requests Keyhaven rewrote, e.g. emulated tools).
+pub fn count_body(route: &Route, req: &model::Request) -> serde_json::Value {
     let opts = anthropic::EncodeOptions { default_max_tokens: route.model.max_output_tokens.unwrap_or(8192) };
     let mut body = anthropic::encode_request(req, &route.model.upstream, &opts);
+    count_only(&mut body);
+    body
+}
+
+/// The body the client sent, for the provider to count exactly as sent: only `model` becomes the
+/// upstream's name (and the fields a count does not take go).
+pub fn count_body_as_sent(route: &Route, mut body: serde_json::Value) -> serde_json::Value {
     if let Some(o) = body.as_object_mut() {
-        // The count endpoint takes the prompt only.
+        o.insert("model".into(), serde_json::Value::String(route.model.upstream.clone()));
+    }
+    count_only(&mut body);
+    body
+}
+
+/// The count endpoint takes the prompt only.
+fn count_only(body: &mut serde_json::Value) {
+    if let Some(o) = body.as_object_mut() {
         for field in
             ["max_tokens", "stream", "temperature", "top_p", "top_k", "stop_sequences", "metadata", "service_tier"]
         {
             o.remove(field);
         }
     }
+}
+
+/// Asks an Anthropic-kind provider to count the input tokens of `body`
+/// (`{base_url}/messages/count_tokens`, non-streaming JSON `{"input_tokens": N}`), with the
+/// client's `anthropic-beta` (features such as context management change what is counted).
+pub async fn count_tokens(
+    http: &reqwest::Client,
+    route: &Route,
+    body: &serde_json::Value,
+    beta: Option<&str>,
+    key: Option<&SecretString>,
+) -> Result<u64, ProviderError> {
+    let p: &ProviderEntry = &route.provider;
     let mut headers = HeaderMap::new();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert("anthropic-version", HeaderValue::from_static(ANTHROPIC_VERSION));
+    if let Some(v) = beta.and_then(|b| HeaderValue::from_str(b).ok()) {
+        headers.insert("anthropic-beta", v);
+    }
     if let Some(key) = key {
         let mut v = HeaderValue::from_str(key.expose_secret())
             .map_err(|_| ProviderError::Connect(format!("provider `{}`: the key has invalid characters", p.name)))?;
@@ -143,16 +168,16 @@ pub async fn count_tokens(
     let resp = http
         .post(format!("{}/messages/count_tokens", p.base_url))
         .headers(headers)
-        .json(&body)
+        .json(body)
         .send()
         .await
-        .map_err(|e| ProviderError::Connect(describe(&e)))?;
+        .map_err(|e| send_error(&e))?;
     let status = resp.status().as_u16();
     let bytes = read_capped(resp, 64 * 1024).await;
     if !(200..300).contains(&status) {
         return Err(ProviderError::Upstream {
             status,
-            info: anthropic::decode_error(status, &bytes),
+            info: crate::dialect::error::decode_error(status, &bytes),
             retry_after: None,
         });
     }
@@ -167,13 +192,8 @@ pub async fn count_tokens(
 /// Sends one attempt and waits for the response head. Non-2xx statuses become
 /// [`ProviderError::Upstream`] with the upstream's error decoded in its dialect.
 pub async fn send(http: &reqwest::Client, p: &Prepared) -> Result<reqwest::Response, ProviderError> {
-    let resp = http
-        .post(&p.url)
-        .headers(p.headers.clone())
-        .body(p.body.clone())
-        .send()
-        .await
-        .map_err(|e| ProviderError::Connect(describe(&e)))?;
+    let resp =
+        http.post(&p.url).headers(p.headers.clone()).body(p.body.clone()).send().await.map_err(|e| send_error(&e))?;
     let status = resp.status().as_u16();
     if (200..300).contains(&status) {
         return Ok(resp);
@@ -186,12 +206,8 @@ pub async fn send(http: &reqwest::Client, p: &Prepared) -> Result<reqwest::Respo
     );
     // Error bodies are small; cap what is read anyway.
     let body = read_capped(resp, 64 * 1024).await;
-    let info = match p.kind {
-        ProviderKind::Openai => openai_chat::decode_error(status, &body),
-        ProviderKind::Anthropic => anthropic::decode_error(status, &body),
-        ProviderKind::OpenaiResponses => openai_responses::decode_error(status, &body),
-        ProviderKind::Lingma => openai_chat::decode_error(status, &body),
-    };
+    // One reader for every kind: OpenAI-compatible vendors and proxies mix the shapes.
+    let info = crate::dialect::error::decode_error(status, &body);
     Err(ProviderError::Upstream { status, info, retry_after })
 }
 
@@ -206,6 +222,14 @@ async fn read_capped(resp: reqwest::Response, cap: usize) -> Vec<u8> {
         }
     }
     out
+}
+
+/// Classifies a failed send. Only a connect error (refused, DNS, TLS handshake, connect timeout)
+/// proves the provider never saw the request; any other failure happened with the request
+/// written or being written (hyper already resends, by itself, a request a pooled connection
+/// closed before writing it), so the provider may be processing it: [`ProviderError::Sent`].
+fn send_error(e: &reqwest::Error) -> ProviderError {
+    if e.is_connect() { ProviderError::Connect(describe(e)) } else { ProviderError::Sent(describe(e)) }
 }
 
 /// A reqwest error without the URL's query or any header (nothing secret).
@@ -412,8 +436,9 @@ impl EventStream {
                     }
                 }
                 Some(Err(EventStreamError::Transport(e))) => {
+                    // After a 2xx head the provider is answering (and billing): never retried.
                     self.ended = true;
-                    return Some(Err(ProviderError::Connect(e.0)));
+                    return Some(Err(ProviderError::Sent(e.0)));
                 }
                 Some(Err(e)) => {
                     self.ended = true;

@@ -43,8 +43,8 @@ use crate::store::writer::{Command, Writer};
 
 pub use conversation::{CheckpointRecord, ConversationOp};
 pub use read::{
-    CallDetail, CallFilter, CallSummary, DEFAULT_LIMIT, LATENCY_BOUNDS_MS, LatencyHistogram, MAX_LIMIT, UsageGroup,
-    UsageGroupRow, UsageRow, UsageSplitRow, UsageTotals,
+    CallDetail, CallFilter, CallSummary, DEFAULT_LIMIT, LATENCY_BOUNDS_MS, LatencyHistogram, MAX_LIMIT, SessionRow,
+    UsageGroup, UsageGroupRow, UsageRow, UsageSplitRow, UsageTotals,
 };
 
 /// How long SQLite waits on a lock held by another connection.
@@ -438,6 +438,11 @@ impl Store {
     /// Calls matching `filter`, newest first, without bodies.
     pub async fn recent_calls(&self, filter: CallFilter) -> Result<Vec<CallSummary>, StoreError> {
         self.read(move |c| read::recent_calls(c, &filter)).await
+    }
+
+    /// Calls grouped by client session, most recently active first (see [`SessionRow`]).
+    pub async fn sessions(&self, since_ms: i64, limit: u32) -> Result<Vec<SessionRow>, StoreError> {
+        self.read(move |c| read::sessions(c, since_ms, limit)).await
     }
 
     /// One call with its bodies.

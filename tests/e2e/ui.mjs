@@ -147,7 +147,8 @@ await run(async (keep) => {
   check(JSON.parse(chatText).choices?.[0]?.message?.role === "assistant", `chat answer: ${chatText}`);
   const msg = await fetch(`${URL}/v1/messages`, {
     method: "POST",
-    headers: { "content-type": "application/json", "anthropic-version": "2023-06-01" },
+    // As Claude Code does: its session on every request.
+    headers: { "content-type": "application/json", "anthropic-version": "2023-06-01", "x-claude-code-session-id": "e2e-session-0001" },
     body: JSON.stringify({ model: "e2e-alias", max_tokens: 64, messages: [{ role: "user", content: "Hello again" }] }),
   });
   const msgText = await msg.text();
@@ -160,6 +161,13 @@ await run(async (keep) => {
   await page.waitForFunction(() => document.querySelectorAll("table.table tbody tr").length >= 3);
   const listed = await rows.allInnerTexts();
   check(listed.some((t) => t.includes("e2e-alias")) && listed.some((t) => t.includes("e2e-model")), `calls listed: ${listed.join(" | ")}`);
+  step("group and filter them by the client's session");
+  await page.locator("details.sessions summary").click();
+  await page.locator("details.sessions").getByRole("button", { name: "Session e2e-session-0001" }).click();
+  await page.waitForFunction(() => document.querySelectorAll("table.calls tbody tr").length === 1);
+  const bySession = await page.locator("table.calls tbody tr").allInnerTexts();
+  check(bySession.length === 1 && bySession[0].includes("e2e-alias"), `calls of the session: ${bySession.join(" | ")}`);
+  await shot("calls-by-session");
   await rows.filter({ hasText: "e2e-alias" }).first().getByRole("link").click();
   await page.locator("dd", { hasText: "anthropic" }).first().waitFor();
   await page.getByText("Request body").waitFor();

@@ -28,6 +28,7 @@ mod local_endpoints;
 mod prefix_stability;
 mod proxy;
 mod responses;
+mod retry_classes;
 mod routing;
 mod setup;
 mod supervisor;

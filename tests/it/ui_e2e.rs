@@ -4,7 +4,8 @@
 //!
 //! - `ui_walkthrough_in_chromium` runs `tests/e2e/ui.mjs`: add a provider and a model through the
 //!   forms (validation first), store a key (never shown again), edit the model, send
-//!   `/v1/chat/completions` and `/v1/messages` from Node, see the calls in Calls and in the
+//!   `/v1/chat/completions` and `/v1/messages` (with a Claude Code session id) from Node, see the
+//!   calls in Calls, list their session and filter by it, and see them in the
 //!   Overview's splits and charts, switch the routing mode, see the CA status and install it into
 //!   a fixture keychain, route Claude Code and Cursor from the Clients page (preview first),
 //!   restore Claude Code, copy the generic exports, and screenshot every page in light and dark

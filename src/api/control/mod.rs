@@ -23,7 +23,8 @@
 //! GET    /api/ca                        POST /api/ca/install | /api/ca/uninstall | /api/ca/rotate
 //! GET    /api/usage?days=7&groupBy=model
 //! GET    /api/usage/series?days=14&splitBy=model      (per day and model, provider or client)
-//! GET    /api/calls?limit=&offset=&model=&provider=&client=&status=&sinceMs=&conversation=
+//! GET    /api/usage/sessions?days=7&limit=   (calls grouped by client session)
+//! GET    /api/calls?limit=&offset=&model=&provider=&client=&status=&sinceMs=&conversation=&session=
 //! GET    /api/calls/{id}                DELETE /api/calls/{id}
 //! GET    /api/retention                 PUT /api/retention
 //! GET    /api/clients                   POST /api/clients/{client}/route | /api/clients/{client}/undo
@@ -169,6 +170,7 @@ fn routes() -> Router<ControlService> {
         .route("/api/ca/rotate", post(ca_rotate))
         .route("/api/usage", get(usage))
         .route("/api/usage/series", get(usage_series))
+        .route("/api/usage/sessions", get(sessions))
         .route("/api/calls", get(calls))
         .route("/api/calls/{id}", get(call).delete(delete_call))
         .route("/api/retention", get(retention).put(set_retention))
@@ -363,6 +365,10 @@ async fn usage(State(s): Svc, q: Result<Query<dto::UsageQuery>, QueryRejection>)
 
 async fn usage_series(State(s): Svc, q: Result<Query<dto::UsageSeriesQuery>, QueryRejection>) -> Res<dto::UsageSeries> {
     ok(s.usage_series(query(q)?).await)
+}
+
+async fn sessions(State(s): Svc, q: Result<Query<dto::SessionQuery>, QueryRejection>) -> Res<dto::SessionList> {
+    ok(s.sessions(query(q)?).await)
 }
 
 async fn calls(State(s): Svc, q: Result<Query<dto::CallQuery>, QueryRejection>) -> Res<dto::CallPage> {

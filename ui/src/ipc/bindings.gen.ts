@@ -218,7 +218,11 @@ limit: number, offset: number, model: string | null, provider: string | null, cl
 /**
  * Only the calls of this conversation (e.g. a Cursor conversation id).
  */
-conversation: string | null, };
+conversation: string | null, 
+/**
+ * Only the calls of this client session (Claude Code, Codex).
+ */
+session: string | null, };
 
 export type CallSummary = { id: string, startedMs: number, finishedMs: number | null, status: CallStatus, 
 /**
@@ -232,13 +236,39 @@ conversationId: string | null,
 /**
  * The front end's request the call served (e.g. a Cursor agent stream's request id).
  */
-requestId: string | null, };
+requestId: string | null, 
+/**
+ * The client's own session (Claude Code's `X-Claude-Code-Session-Id`, Codex's `session_id`).
+ */
+sessionId: string | null, };
 
 export type CallPage = { calls: Array<CallSummary>, offset: number, limit: number, 
 /**
  * More rows match after this page.
  */
 hasMore: boolean, };
+
+export type SessionQuery = { 
+/**
+ * Sessions with a call in the last `days` UTC days, today included (1..=366).
+ */
+days: number, 
+/**
+ * At most this many sessions (0 = 100; at most 1000).
+ */
+limit: number, };
+
+export type SessionSummary = { sessionId: string, 
+/**
+ * The client of the session's latest call.
+ */
+client: string, calls: number, errors: number, inputTokens: number, outputTokens: number, cacheReadTokens: number, cacheWriteTokens: number, costMicros: number, firstMs: number, lastMs: number, };
+
+export type SessionList = { 
+/**
+ * Most recently active first.
+ */
+sessions: Array<SessionSummary>, };
 
 export type CallDetail = { summary: CallSummary, 
 /**

@@ -81,8 +81,11 @@ describe("HttpTransport", () => {
     const f = fakeFetch(200, JSON.stringify({ calls: [], offset: 0, limit: 50, hasMore: false }));
     await createApi(new HttpTransport({ fetch: f })).calls({
       limit: 50, offset: 100, model: "gpt", provider: null, client: "", status: "error", sinceMs: null, conversation: "conv 1",
+      session: "0b6f-sess",
     });
-    expect(f.mock.calls[0]![0]).toBe("/api/calls?limit=50&offset=100&model=gpt&status=error&conversation=conv+1");
+    expect(f.mock.calls[0]![0]).toBe("/api/calls?limit=50&offset=100&model=gpt&status=error&conversation=conv+1&session=0b6f-sess");
+    await createApi(new HttpTransport({ token: "t", fetch: f })).sessions({ days: 7, limit: 0 });
+    expect(f.mock.calls[1]![0]).toBe("/api/usage/sessions?days=7&limit=0");
     expect(queryString({ days: 1, groupBy: "model" })).toBe("?days=1&groupBy=model");
     expect(queryString({})).toBe("");
   });
@@ -131,7 +134,7 @@ describe("TauriTransport", () => {
 
   it("sends null for a missing body and keeps the query string", async () => {
     const invoke = reply(200, { calls: [], offset: 0, limit: 5, hasMore: false });
-    await createApi(new TauriTransport(invoke)).calls({ limit: 5, offset: 0, model: null, provider: null, client: null, status: null, sinceMs: null, conversation: null });
+    await createApi(new TauriTransport(invoke)).calls({ limit: 5, offset: 0, model: null, provider: null, client: null, status: null, sinceMs: null, conversation: null, session: null });
     expect(invoke).toHaveBeenCalledWith("control", { method: "GET", path: "/api/calls?limit=5&offset=0", body: null });
   });
 

@@ -28,6 +28,8 @@ import type {
   ProviderInput,
   Retention,
   RetentionApplied,
+  SessionList,
+  SessionQuery,
   Routing,
   RouteOptions,
   RoutingInput,
@@ -210,6 +212,7 @@ export function createApi(t: Transport) {
 
     usage: (q: UsageQuery) => t.request<UsageReport>("GET", `/api/usage${queryString(q)}`),
     usageSeries: (q: UsageSeriesQuery) => t.request<UsageSeries>("GET", `/api/usage/series${queryString(q)}`),
+    sessions: (q: SessionQuery) => t.request<SessionList>("GET", `/api/usage/sessions${queryString(q)}`),
     calls: (q: CallQuery) => t.request<CallPage>("GET", `/api/calls${queryString(q)}`),
     call: (id: string) => t.request<CallDetail>("GET", `/api/calls/${seg(id)}`),
     deleteCall: (id: string) => t.request<Deleted>("DELETE", `/api/calls/${seg(id)}`),
