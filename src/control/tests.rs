@@ -78,6 +78,7 @@ fn provider(name: &str) -> dto::ProviderInput {
         key: Some(dto::KeyRefInput { source: dto::KeySource::Keyring, name: "an".into() }),
         reasoning_content: None,
         max_completion_tokens: None,
+        key_value: None,
     }
 }
 
@@ -87,7 +88,7 @@ async fn edit(
 ) -> Result<FileConfig, ControlError> {
     let prices = PriceTable::builtin().expect("prices");
     let _guard = cf.lock.lock().await;
-    cf.edit(FileConfig::default(), prices, f).await.map(|(file, _)| file)
+    cf.edit(FileConfig::default(), prices, crate::secrets::Secrets::empty(), f).await.map(|(file, _)| file)
 }
 
 #[tokio::test]
