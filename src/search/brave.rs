@@ -87,7 +87,7 @@ impl BraveSearch {
             .await
             .map_err(|e| transport_error(NAME, &e, self.timeout))?;
         if !resp.status().is_success() {
-            return Err(status_error(NAME, resp.status()));
+            return Err(status_error(NAME, &resp));
         }
         let answer: Answer = read_json(NAME, resp, self.timeout).await?;
         Ok(answer
