@@ -386,7 +386,8 @@ impl Gateway {
                     });
                     return Ok((events, first, emulated));
                 }
-                Err(err) => err,
+                // Redacted here, before anything logs it (retries, fallbacks, health).
+                Err(err) => err.redacted(key.as_ref().map(BoundKey::redaction)),
             };
             if may_fall_back(&err) {
                 let secrets: Vec<&SecretString> = key.iter().map(BoundKey::redaction).collect();

@@ -17,6 +17,7 @@ mod error_lifecycle;
 mod faults;
 mod interaction;
 mod interrupt;
+mod key_origins;
 mod layering;
 mod lingma;
 mod prefix_stability;
