@@ -412,8 +412,9 @@ fn key(action: KeyAction, file: Option<&FileConfig>, out: &mut impl Write) -> an
     match action {
         KeyAction::Set { name, origin } => {
             let origin = match origin {
-                Some(o) => keyhaven::secrets::origin_of(&o)
-                    .with_context(|| format!("--origin `{o}` is not an http(s) URL"))?,
+                Some(o) => {
+                    keyhaven::secrets::origin_of(&o).with_context(|| format!("--origin `{o}` is not an http(s) URL"))?
+                }
                 None => {
                     let origins: std::collections::BTreeSet<String> = file
                         .map(keyhaven::secrets::key_origins)

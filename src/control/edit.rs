@@ -76,7 +76,11 @@ impl ConfigFile {
 /// itself, or a keyring entry from an older Keyhaven that has no origin yet (its first use would
 /// bind it). A keyring entry with an origin may be named anywhere: it still goes only to its own
 /// origin. Blocking (keyring).
-pub(crate) fn check_key_origins(before: &FileConfig, after: &FileConfig, secrets: &Secrets) -> Result<(), ControlError> {
+pub(crate) fn check_key_origins(
+    before: &FileConfig,
+    after: &FileConfig,
+    secrets: &Secrets,
+) -> Result<(), ControlError> {
     let old = key_origins(before);
     for (key, origin) in key_origins(after).difference(&old) {
         match key {

@@ -20,10 +20,15 @@
 //!   history as client `keyhaven-control` and may cost one token.
 //! - **Keys are write-only.** They enter through [`dto::KeyInput`] into the keyring; answers carry
 //!   only [`dto::KeyInfo`] (`hasKey` and the entry name).
+//! - **Keys stay with their origin.** A key is stored bound to the provider's origin (see
+//!   [`crate::secrets`]); every config change is checked so it pairs no `env:` variable, no entry
+//!   without an origin and no reserved entry with a new origin (`edit::check_key_origins`); moving a
+//!   provider with a key to another origin needs the key entered again (`ProviderInput.keyValue`).
 //! - **Latency percentiles** come from the `latency_daily` histogram rollup (bucket upper bounds),
 //!   never from a scan of `calls`; windows are capped at 366 days.
 //! - **Live vs restart.** Providers, models, keys, routing mode and retention apply live; listen
-//!   addresses, proxy on/off, body capture and the UI directory need a restart (the answer says so).
+//!   addresses, proxy on/off and body capture need a restart (the answer says so). The UI directory
+//!   is set in the config file only.
 
 pub mod dto;
 mod edit;

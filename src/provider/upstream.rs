@@ -145,13 +145,8 @@ pub async fn count_tokens(
     if let Some(key) = key {
         attach_key(&mut headers, p, &url, key)?;
     }
-    let resp = http
-        .post(&url)
-        .headers(headers)
-        .json(&body)
-        .send()
-        .await
-        .map_err(|e| ProviderError::Connect(describe(&e)))?;
+    let resp =
+        http.post(&url).headers(headers).json(&body).send().await.map_err(|e| ProviderError::Connect(describe(&e)))?;
     if let Some(err) = redirect_error(&resp) {
         return Err(err);
     }

@@ -74,15 +74,10 @@ impl HttpFetcher {
         let mut hops = 0usize;
         let resp = loop {
             check_literal(&at, &approved).map_err(|m| fail(format!("fetching {} refused: {m}", display_url(&at))))?;
-            let resp = client
-                .get(at.clone())
-                .header(ACCEPT, ACCEPT_PAGES)
-                .send()
-                .await
-                .map_err(|e| {
-                    let hop = if hops > 0 { format!(" (redirected to {})", display_url(&at)) } else { String::new() };
-                    fail(format!("fetching {shown}{hop} failed: {}", describe(&e, self.timeout)))
-                })?;
+            let resp = client.get(at.clone()).header(ACCEPT, ACCEPT_PAGES).send().await.map_err(|e| {
+                let hop = if hops > 0 { format!(" (redirected to {})", display_url(&at)) } else { String::new() };
+                fail(format!("fetching {shown}{hop} failed: {}", describe(&e, self.timeout)))
+            })?;
             let location = resp.headers().get(LOCATION).and_then(|v| v.to_str().ok());
             let Some(location) = location.filter(|_| resp.status().is_redirection()) else { break resp };
             let next = at

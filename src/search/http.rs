@@ -150,7 +150,9 @@ impl Resolve for Guarded {
         Box::pin(async move {
             let addrs = lookup(host.clone()).await?;
             if !approved && let Some((ip, range)) = addrs.iter().find_map(|ip| special_range(*ip).map(|r| (ip, r))) {
-                return Err(Box::new(Refused(refusal(&host, Some(*ip), range))) as Box<dyn std::error::Error + Send + Sync>);
+                return Err(
+                    Box::new(Refused(refusal(&host, Some(*ip), range))) as Box<dyn std::error::Error + Send + Sync>
+                );
             }
             let addrs: Addrs = Box::new(addrs.into_iter().map(|ip| SocketAddr::new(ip, 0)));
             Ok(addrs)

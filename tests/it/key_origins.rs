@@ -36,24 +36,25 @@ impl Recorder {
     async fn start(status: u16, redirect_to: Option<String>) -> Recorder {
         let seen: Arc<Mutex<Vec<String>>> = Arc::default();
         let s = seen.clone();
-        let app = Router::new().fallback(move |method: axum::http::Method, uri: Uri, headers: HeaderMap, body: String| {
-            let s = s.clone();
-            let redirect_to = redirect_to.clone();
-            async move {
-                s.lock().expect("seen").push(format!("{method} {uri} {headers:?} {body}"));
-                let mut resp: Response = match redirect_to {
-                    Some(to) => (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, to)]).into_response(),
-                    None => (
-                        StatusCode::from_u16(status).expect("status"),
-                        [(header::CONTENT_TYPE, "application/json")],
-                        r#"{"error":{"type":"api_error","message":"nope"}}"#,
-                    )
-                        .into_response(),
-                };
-                resp.headers_mut().insert("x-recorder", header::HeaderValue::from_static("1"));
-                resp
-            }
-        });
+        let app =
+            Router::new().fallback(move |method: axum::http::Method, uri: Uri, headers: HeaderMap, body: String| {
+                let s = s.clone();
+                let redirect_to = redirect_to.clone();
+                async move {
+                    s.lock().expect("seen").push(format!("{method} {uri} {headers:?} {body}"));
+                    let mut resp: Response = match redirect_to {
+                        Some(to) => (StatusCode::TEMPORARY_REDIRECT, [(header::LOCATION, to)]).into_response(),
+                        None => (
+                            StatusCode::from_u16(status).expect("status"),
+                            [(header::CONTENT_TYPE, "application/json")],
+                            r#"{"error":{"type":"api_error","message":"nope"}}"#,
+                        )
+                            .into_response(),
+                    };
+                    resp.headers_mut().insert("x-recorder", header::HeaderValue::from_static("1"));
+                    resp
+                }
+            });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
         tokio::spawn(async move {
@@ -323,8 +324,8 @@ fn upstream_errors_in_logs_are_redacted() {
             mock.push(crate::support::Reply::json(503, &echo));
         }
         let dir = tempfile::tempdir().expect("tempdir");
-        let config = config_text(&mock.url(), "")
-            + "\n[[groups]]\nname = \"both\"\nmodels = [\"an-model\", \"oa-model\"]\n";
+        let config =
+            config_text(&mock.url(), "") + "\n[[groups]]\nname = \"both\"\nmodels = [\"an-model\", \"oa-model\"]\n";
         let engine = TestEngine::start_in(dir, &config).await;
         let resp = engine.post(Client::Anthropic, &messages("both")).await;
         let body = resp.text().await.expect("body");
