@@ -218,3 +218,8 @@ fn errors_serialise_as_kind_and_message_and_key_input_hides_the_key() {
     let k: dto::KeyInput = serde_json::from_str(r#"{"value":"sk-secret-123"}"#).expect("parse");
     assert!(!format!("{k:?}").contains("sk-secret"));
 }
+
+#[test]
+fn the_ca_keys_entry_is_never_a_provider_key() {
+    assert!(crate::secrets::RESERVED_ENTRIES.contains(&crate::proxy::ca::KEYRING_ENTRY));
+}
