@@ -136,7 +136,14 @@ const DEFAULT_PROXY_URL: &str = "http://127.0.0.1:4938";
 #[derive(Subcommand, Debug)]
 enum KeyAction {
     /// Store a key (read from standard input) under NAME; reference it as key = "keyring:NAME".
-    Set { name: String },
+    /// The key is bound to one origin and never sent anywhere else: the base URL of the providers
+    /// in the config file that use `keyring:NAME`, or `--origin`.
+    Set {
+        name: String,
+        /// The URL (or origin) the key is for, e.g. https://api.anthropic.com.
+        #[arg(long)]
+        origin: Option<String>,
+    },
     /// Remove the key stored under NAME.
     Rm { name: String },
 }
@@ -205,7 +212,13 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Key { action } => key(action, &mut out),
+        Command::Key { action } => {
+            let file = match std::fs::read_to_string(&paths.config) {
+                Ok(text) => Some(config::load_str(&paths.config.display().to_string(), &text)?),
+                Err(_) => None,
+            };
+            key(action, file.as_ref(), &mut out)
+        }
         Command::Usage { days } => usage(&paths.database, days, &mut out),
         Command::Calls { limit } => calls(&paths.database, limit, &mut out),
         Command::Doctor => doctor(&host, &paths, &mut out),
@@ -402,20 +415,50 @@ async fn shutdown_signal() {
     }
 }
 
-fn key(action: KeyAction, out: &mut impl Write) -> anyhow::Result<()> {
+fn key(action: KeyAction, file: Option<&FileConfig>, out: &mut impl Write) -> anyhow::Result<()> {
     let keyring = OsKeyring;
     match action {
-        KeyAction::Set { name } => {
+        KeyAction::Set { name, origin } => {
+            let origin = match origin {
+                Some(o) => {
+                    keyhaven::secrets::origin_of(&o).with_context(|| format!("--origin `{o}` is not an http(s) URL"))?
+                }
+                None => {
+                    let origins: std::collections::BTreeSet<String> = file
+                        .map(keyhaven::secrets::key_origins)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter(|(k, _)| *k == config::KeyRef::Keyring(name.clone()))
+                        .map(|(_, o)| o)
+                        .collect();
+                    match origins.len() {
+                        1 => origins.into_iter().next().unwrap_or_default(),
+                        0 => bail!(
+                            "no provider in the config uses keyring:{name}; say which server the key is for with \
+                             --origin https://…"
+                        ),
+                        _ => bail!(
+                            "keyring:{name} is used for {}; a key is bound to one origin, so give each its own \
+                             entry, or choose with --origin",
+                            origins.into_iter().collect::<Vec<_>>().join(" and ")
+                        ),
+                    }
+                }
+            };
             let stdin = std::io::stdin();
             if stdin.is_terminal() {
-                write!(out, "Paste the key for `{name}` and press Enter: ")?;
+                write!(out, "Paste the key for `{name}` ({origin}) and press Enter: ")?;
                 out.flush()?;
             }
             let mut line = String::new();
             stdin.lock().read_line(&mut line)?;
             let value = SecretString::from(line.trim().to_owned());
-            keyring.set(&name, &value).context("storing the key in the OS keyring")?;
-            writeln!(out, "Stored `{name}` in the OS keyring. Reference it as key = \"keyring:{name}\".")?;
+            let secrets = Secrets::new(Arc::new(keyring), Arc::new(|_: &str| None));
+            secrets.store(&name, &origin, &value).context("storing the key in the OS keyring")?;
+            writeln!(
+                out,
+                "Stored `{name}` in the OS keyring, for {origin} only. Reference it as key = \"keyring:{name}\"."
+            )?;
         }
         KeyAction::Rm { name } => {
             if keyring.delete(&name)? {

@@ -189,6 +189,8 @@ impl Engine {
         let control_prices = prices.clone();
         let server = &config.file.server;
         let secrets_keyring = secrets.keyring().clone();
+        // Environment variables are sent only to the origins this config pairs them with.
+        let secrets = secrets.with_env_origins(&config.file);
         let gateway = Arc::new(Gateway::new(
             catalog,
             secrets,

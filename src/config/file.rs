@@ -499,7 +499,7 @@ impl ProviderKind {
 }
 
 /// Where a provider's key comes from. Never the key itself.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub enum KeyRef {
     /// An entry in the OS keyring, set with `keyhaven key set NAME`.
     Keyring(String),

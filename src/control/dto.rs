@@ -127,7 +127,7 @@ pub struct Provider {
 
 /// A provider to create, or the new state of one to edit (renaming is allowed when no model
 /// uses the old name).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderInput {
@@ -137,6 +137,26 @@ pub struct ProviderInput {
     pub key: Option<KeyRefInput>,
     pub reasoning_content: Option<bool>,
     pub max_completion_tokens: Option<bool>,
+    /// A new key value, write-only (stored in the keyring, bound to `base_url`'s origin). Required
+    /// when an edit moves a provider with a key to another origin: a stored key is only ever
+    /// sent to the origin it was stored for. Never serialized back; `Debug` redacts it.
+    #[serde(default, skip_serializing)]
+    #[cfg_attr(test, ts(optional))]
+    pub key_value: Option<String>,
+}
+
+impl std::fmt::Debug for ProviderInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderInput")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("base_url", &self.base_url)
+            .field("key", &self.key)
+            .field("reasoning_content", &self.reasoning_content)
+            .field("max_completion_tokens", &self.max_completion_tokens)
+            .field("key_value", &self.key_value.as_ref().map(|_| "[REDACTED]"))
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -731,7 +751,10 @@ pub struct Settings {
 /// Fields to change; `null` leaves a field as it is.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
+/// `[server] ui_dir` is not here: the directory served without a token at `/` is set in the
+/// config file only (through the API it could point the static server at any directory), and an
+/// unknown field such as `uiDir` is refused.
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SettingsInput {
     pub listen: Option<String>,
     pub proxy_listen: Option<String>,
@@ -739,7 +762,6 @@ pub struct SettingsInput {
     pub capture_bodies: Option<bool>,
     pub body_capture_limit: Option<u64>,
     pub retention_days: Option<u32>,
-    pub ui_dir: Option<String>,
     pub restore_on_stop: Option<bool>,
 }
 

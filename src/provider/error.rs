@@ -26,6 +26,13 @@ pub enum ProviderError {
     /// The provider answered with an error status.
     #[error("provider error {status}: {}", info.message)]
     Upstream { status: u16, info: ErrorInfo, retry_after: Option<Duration> },
+    /// The provider answered with a redirect. Keyhaven follows none: the request carries the key
+    /// (and the body), and a redirect could take them to another origin.
+    #[error(
+        "the provider answered {status} with a redirect to {location}; Keyhaven follows no redirects from a provider \
+         (check its base URL)"
+    )]
+    Redirect { status: u16, location: String },
     #[error("the provider sent a malformed stream: {0}")]
     Malformed(String),
     #[error("the provider closed the stream before it finished")]
@@ -50,6 +57,7 @@ impl ProviderError {
             ProviderError::Sent(_) => "answer_lost",
             ProviderError::Timeout(..) => "timeout",
             ProviderError::Upstream { info, .. } => info.kind.as_str(),
+            ProviderError::Redirect { .. } => "upstream_redirect",
             ProviderError::Malformed(_) => "malformed_upstream",
             ProviderError::Disconnected => "upstream_disconnected",
             ProviderError::Canceled => "canceled",
@@ -66,7 +74,8 @@ impl ProviderError {
             ProviderError::Connect(_)
             | ProviderError::Sent(_)
             | ProviderError::Malformed(_)
-            | ProviderError::Disconnected => ErrorKind::Upstream,
+            | ProviderError::Disconnected
+            | ProviderError::Redirect { .. } => ErrorKind::Upstream,
             ProviderError::Timeout(..) => ErrorKind::Timeout,
             ProviderError::Upstream { info, .. } => info.kind,
             ProviderError::Canceled | ProviderError::Local(_) => ErrorKind::Internal,
@@ -87,7 +96,8 @@ impl ProviderError {
             ProviderError::Connect(_)
             | ProviderError::Sent(_)
             | ProviderError::Malformed(_)
-            | ProviderError::Disconnected => 502,
+            | ProviderError::Disconnected
+            | ProviderError::Redirect { .. } => 502,
             ProviderError::Timeout(..) => 504,
             ProviderError::Upstream { status, .. } => *status,
             ProviderError::Canceled => 499,
@@ -104,6 +114,9 @@ impl ProviderError {
                 ProviderError::Upstream { status, info, retry_after }
             }
             (ProviderError::Malformed(m), Some(s)) => ProviderError::Malformed(redact(&m, &[s])),
+            (ProviderError::Redirect { status, location }, Some(s)) => {
+                ProviderError::Redirect { status, location: redact(&location, &[s]) }
+            }
             (other, _) => other,
         }
     }

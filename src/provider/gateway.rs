@@ -21,7 +21,7 @@ use crate::provider::lingma;
 use crate::provider::retry::backoff;
 use crate::provider::upstream::{self, EventStream};
 use crate::provider::{CallSink, Catalog, Route};
-use crate::secrets::{Secrets, redact};
+use crate::secrets::{BoundKey, Secrets, redact};
 
 #[derive(Debug, Clone)]
 pub struct GatewayOptions {
@@ -112,7 +112,7 @@ struct EmulatedSetup {
     request: model::Request,
     /// The tools the contract names.
     tool_names: Vec<String>,
-    key: Option<SecretString>,
+    key: Option<BoundKey>,
     timeouts: TimeoutConfig,
     deadline: Instant,
 }
@@ -141,6 +141,9 @@ impl Gateway {
             .pool_idle_timeout(Duration::from_secs(90))
             .tcp_nodelay(true)
             .user_agent(concat!("keyhaven/", env!("CARGO_PKG_VERSION")))
+            // A request carries the key and the body: a redirect is an error (`upstream::send`),
+            // never followed (reqwest keeps `x-api-key` on a cross-origin redirect).
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_default();
         let health = HealthBook::new(opts.routing);
@@ -352,24 +355,8 @@ impl Gateway {
         max_retries: u32,
         prepare_time: &mut Option<Duration>,
     ) -> Result<(EventStream, StreamEvent, Option<EmulatedSetup>), ProviderError> {
-        let key = match &route.provider.key {
-            None => None,
-            Some(key_ref) => {
-                let resolved = match self.secrets.cached(key_ref) {
-                    Some(key) => Ok(key),
-                    None => {
-                        // The first use may ask the OS keyring (D-Bus, Keychain): off the runtime.
-                        let secrets = self.secrets.clone();
-                        let key_ref = key_ref.clone();
-                        tokio::task::spawn_blocking(move || secrets.resolve(&key_ref))
-                            .await
-                            .map_err(|_| ProviderError::Canceled)?
-                    }
-                };
-                Some(resolved.map_err(|source| ProviderError::Key { provider: route.provider.name.clone(), source })?)
-            }
-        };
-        guard.secret.clone_from(&key);
+        let key = self.key_for(route).await?;
+        guard.secret = key.as_ref().map(|k| k.redaction().clone());
         let emulated_req = emulation::applies(&route.model, req).then(|| emulation::rewrite(req));
         let prepared = upstream::prepare(route, emulated_req.as_ref().unwrap_or(req), key.as_ref())?;
         if prepare_time.is_none() {
@@ -400,10 +387,11 @@ impl Gateway {
                     });
                     return Ok((events, first, emulated));
                 }
-                Err(err) => err,
+                // Redacted here, before anything logs it (retries, fallbacks, health).
+                Err(err) => err.redacted(key.as_ref().map(BoundKey::redaction)),
             };
             if may_fall_back(&err) {
-                let secrets: Vec<&SecretString> = key.iter().collect();
+                let secrets: Vec<&SecretString> = key.iter().map(BoundKey::redaction).collect();
                 self.health.failure(&route.provider.name, &redact(&err.to_string(), &secrets), Instant::now());
             }
             let retry_in = match &err {
@@ -431,6 +419,24 @@ impl Gateway {
             }
             guard.upstream_wait += delay;
         }
+    }
+
+    /// The provider's key, bound to the origins it may go to (checked again where it is attached).
+    async fn key_for(&self, route: &Route) -> Result<Option<BoundKey>, ProviderError> {
+        let Some(key_ref) = &route.provider.key else { return Ok(None) };
+        let resolved = match self.secrets.cached(key_ref) {
+            Some(key) => Ok(key),
+            None => {
+                // The first use may ask the OS keyring (D-Bus, Keychain): off the runtime.
+                let secrets = self.secrets.clone();
+                let key_ref = key_ref.clone();
+                let origin = route.provider.base_url.clone();
+                tokio::task::spawn_blocking(move || secrets.resolve(&key_ref, &origin))
+                    .await
+                    .map_err(|_| ProviderError::Canceled)?
+            }
+        };
+        resolved.map(Some).map_err(|source| ProviderError::Key { provider: route.provider.name.clone(), source })
     }
 
     /// One attempt: the response head, then the first event.

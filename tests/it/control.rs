@@ -135,6 +135,7 @@ async fn providers_models_calls_usage_routing_retention_through_the_control_serv
             key: None,
             reasoning_content: None,
             max_completion_tokens: None,
+            key_value: None,
         })
         .await
         .expect("create provider");

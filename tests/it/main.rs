@@ -22,6 +22,7 @@ mod faults;
 mod files;
 mod interaction;
 mod interrupt;
+mod key_origins;
 mod layering;
 mod lingma;
 mod local_endpoints;

@@ -15,6 +15,7 @@ use crate::provider::error::ProviderError;
 use crate::provider::gateway::{CallContext, Gateway};
 use crate::provider::tokens::{self, Family};
 use crate::provider::upstream;
+use crate::secrets::BoundKey;
 
 /// What a client asked to count.
 #[derive(Debug, Clone)]
@@ -152,18 +153,11 @@ impl Gateway {
         beta: Option<&str>,
         ctx: &CallContext,
     ) -> Option<u64> {
-        let key = match &route.provider.key {
-            None => None,
-            Some(key_ref) => {
-                let secrets = self.secrets.clone();
-                let key_ref = key_ref.clone();
-                match tokio::task::spawn_blocking(move || secrets.resolve(&key_ref)).await {
-                    Ok(Ok(k)) => Some(k),
-                    _ => {
-                        tracing::warn!(call = %ctx.id, provider = %route.provider.name, "count_tokens: no usable key; estimating");
-                        return None;
-                    }
-                }
+        let key = match self.key_for(route).await {
+            Ok(k) => k,
+            Err(e) => {
+                tracing::warn!(call = %ctx.id, provider = %route.provider.name, error = %e, "count_tokens: no usable key; estimating");
+                return None;
             }
         };
         let t = self.opts.timeouts.with(&route.model.timeouts);
@@ -178,7 +172,7 @@ impl Gateway {
         match counted {
             Ok(n) => Some(n),
             Err(e) => {
-                let e = e.redacted(key.as_ref());
+                let e = e.redacted(key.as_ref().map(BoundKey::redaction));
                 tracing::warn!(call = %ctx.id, provider = %route.provider.name, error = %e, "count_tokens: the provider could not count; estimating");
                 None
             }

@@ -40,7 +40,13 @@ export type ProviderHealth = { coolingDown: boolean, cooldownRemainingMs: number
 
 export type Provider = { name: string, kind: ProviderKind, baseUrl: string, key: KeyInfo | null, reasoningContent: boolean | null, maxCompletionTokens: boolean | null, modelCount: number, health: ProviderHealth | null, };
 
-export type ProviderInput = { name: string, kind: ProviderKind, baseUrl: string, key: KeyRefInput | null, reasoningContent: boolean | null, maxCompletionTokens: boolean | null, };
+export type ProviderInput = { name: string, kind: ProviderKind, baseUrl: string, key: KeyRefInput | null, reasoningContent: boolean | null, maxCompletionTokens: boolean | null, 
+/**
+ * A new key value, write-only (stored in the keyring, bound to `base_url`'s origin). Required
+ * when an edit moves a provider with a key to another origin: a stored key is only ever
+ * sent to the origin it was stored for. Never serialized back; `Debug` redacts it.
+ */
+keyValue?: string, };
 
 export type Capabilities = { tools: boolean, vision: boolean, thinking: boolean, };
 
@@ -402,7 +408,7 @@ uiDir: string | null,
  */
 restoreOnStop: boolean, };
 
-export type SettingsInput = { listen: string | null, proxyListen: string | null, proxyEnabled: boolean | null, captureBodies: boolean | null, bodyCaptureLimit: number | null, retentionDays: number | null, uiDir: string | null, restoreOnStop: boolean | null, };
+export type SettingsInput = { listen: string | null, proxyListen: string | null, proxyEnabled: boolean | null, captureBodies: boolean | null, bodyCaptureLimit: number | null, retentionDays: number | null, restoreOnStop: boolean | null, };
 
 export type SettingsApplied = { settings: Settings, 
 /**
