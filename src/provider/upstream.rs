@@ -79,6 +79,13 @@ pub fn prepare(route: &Route, req: &model::Request, key: Option<&SecretString>) 
                 headers.insert("x-api-key", secret_header(key.expose_secret().to_owned())?);
             }
             headers.insert("anthropic-version", HeaderValue::from_static(ANTHROPIC_VERSION));
+            // An Anthropic client's beta flags go to an Anthropic upstream as it sent them.
+            if let Some(pt) = model::Passthrough::of(req, model::WireDialect::Anthropic)
+                && !pt.betas.is_empty()
+                && let Ok(v) = HeaderValue::from_str(&pt.betas.join(","))
+            {
+                headers.insert("anthropic-beta", v);
+            }
             let opts = anthropic::EncodeOptions { default_max_tokens: route.model.max_output_tokens.unwrap_or(8192) };
             (format!("{}/messages", p.base_url), anthropic::encode_request(req, &route.model.upstream, &opts))
         }

@@ -19,6 +19,7 @@ mod interaction;
 mod interrupt;
 mod layering;
 mod lingma;
+mod passthrough;
 mod prefix_stability;
 mod proxy;
 mod responses;
