@@ -168,7 +168,10 @@ async fn chat_reasoning_reaches_an_anthropic_client_in_an_envelope() {
     let resp = engine.post(Client::Anthropic, &body).await;
     assert_eq!(resp.status(), 200);
     let answer: Value = resp.json().await.expect("JSON");
-    assert_eq!(answer["content"][0], json!({"type": "thinking", "thinking": "Let me think.", "signature": CHAT_ENVELOPE}));
+    assert_eq!(
+        answer["content"][0],
+        json!({"type": "thinking", "thinking": "Let me think.", "signature": CHAT_ENVELOPE})
+    );
     assert_eq!(answer["content"][1], json!({"type": "text", "text": "Answer: 4"}));
     engine.stop().await;
 }

@@ -106,7 +106,8 @@ async fn codex_request_reaches_every_upstream_with_its_tool_history() {
             .map(|t| s(&t["name"]).to_owned() + &s(&t["function"]["name"]))
             .collect();
         assert_eq!(tool_names, ["shell", "update_plan", "apply_patch"], "{ctx}");
-        let hosted: Vec<Value> = tools.iter().filter(|t| t["type"] != "function" && t.get("type").is_some()).cloned().collect();
+        let hosted: Vec<Value> =
+            tools.iter().filter(|t| t["type"] != "function" && t.get("type").is_some()).cloned().collect();
         let want_hosted = if up == Up::Responses { vec![json!({"type": "web_search"})] } else { vec![] };
         assert_eq!(hosted, want_hosted, "{ctx}");
 

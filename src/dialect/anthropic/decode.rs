@@ -5,9 +5,9 @@ use serde_json::{Map, Value};
 
 use crate::dialect::DecodeError;
 use crate::dialect::anthropic::types::{
-    ImageBlock, RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock, WireCacheControl,
-    WireError, WireErrorEnvelope, WireRequest, WireResponse, WireRole, WireThinking, WireTool, WireToolChoice,
-    WireToolChoiceKind, describe, field_error, from_value, MAPPED_KEYS,
+    ImageBlock, MAPPED_KEYS, RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock,
+    WireCacheControl, WireError, WireErrorEnvelope, WireRequest, WireResponse, WireRole, WireThinking, WireTool,
+    WireToolChoice, WireToolChoiceKind, describe, field_error, from_value,
 };
 use crate::dialect::from_json;
 use crate::model::{
@@ -92,8 +92,11 @@ fn decode_wire(wire: WireRequest, raw: Value) -> Result<Request, DecodeError> {
 
     let mut passthrough = Passthrough::new(WireDialect::Anthropic, raw);
     if let Value::Object(obj) = &passthrough.body {
-        passthrough.fields =
-            obj.iter().filter(|(k, _)| !MAPPED_KEYS.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+        passthrough.fields = obj
+            .iter()
+            .filter(|(k, _)| !MAPPED_KEYS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
     }
     let mut tools = Vec::new();
     for (i, tool) in wire.tools.iter().flatten().enumerate() {
@@ -342,7 +345,11 @@ fn decode_thinking(thinking: &WireThinking, effort: Option<Effort>) -> Option<Th
         ("adaptive", _) => {
             Some(ThinkingConfig { budget_tokens: None, effort: Some(effort.unwrap_or(Effort::Medium)), adaptive: true })
         }
-        _ => Some(ThinkingConfig { budget_tokens: None, effort: Some(effort.unwrap_or(Effort::Medium)), adaptive: false }),
+        _ => Some(ThinkingConfig {
+            budget_tokens: None,
+            effort: Some(effort.unwrap_or(Effort::Medium)),
+            adaptive: false,
+        }),
     }
 }
 

@@ -529,7 +529,10 @@ fn request_decode_tool_choice_and_thinking_variants() {
     let req = decode(r#","thinking":{"type":"disabled"}"#);
     assert_eq!(req.thinking, None);
     let req = decode(r#","thinking":{"type":"adaptive"},"stream":true,"metadata":{"user_id":"abc"}"#);
-    assert_eq!(req.thinking, Some(ThinkingConfig { budget_tokens: None, effort: Some(Effort::Medium), adaptive: true }));
+    assert_eq!(
+        req.thinking,
+        Some(ThinkingConfig { budget_tokens: None, effort: Some(Effort::Medium), adaptive: true })
+    );
     assert!(req.stream);
     assert_eq!(req.user.as_deref(), Some("abc"));
     let req = decode(r#","system":[]"#);

@@ -45,8 +45,11 @@ pub(crate) fn decode_request(body: &[u8]) -> Result<(model::Request, StreamOptio
     let raw: Value = from_json(body)?;
     let mut passthrough = Passthrough::new(WireDialect::OpenaiChat, Value::Null);
     if let Value::Object(obj) = &raw {
-        passthrough.fields =
-            obj.iter().filter(|(k, _)| !MAPPED_KEYS.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+        passthrough.fields = obj
+            .iter()
+            .filter(|(k, _)| !MAPPED_KEYS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
     }
     let raw_tools = raw.get("tools").and_then(Value::as_array);
 
@@ -98,7 +101,9 @@ pub(crate) fn decode_request(body: &[u8]) -> Result<(model::Request, StreamOptio
 
     let thinking = match req.reasoning_effort.as_deref() {
         None | Some("none") => None,
-        Some(effort) => Some(ThinkingConfig { budget_tokens: None, effort: Some(decode_effort(effort)?), adaptive: false }),
+        Some(effort) => {
+            Some(ThinkingConfig { budget_tokens: None, effort: Some(decode_effort(effort)?), adaptive: false })
+        }
     };
 
     let params = SamplingParams {
@@ -219,7 +224,10 @@ fn decode_part(i: usize, j: usize, part: InPart, role: ContentRole) -> Result<Op
         "text" => match part.text {
             Some(text) => Part::text(text),
             None => {
-                return Err(DecodeError::Field { path: format!("{path}.text"), message: "missing field `text`".into() });
+                return Err(DecodeError::Field {
+                    path: format!("{path}.text"),
+                    message: "missing field `text`".into(),
+                });
             }
         },
         "refusal" if role == ContentRole::Assistant => Part::text(part.refusal.unwrap_or_default()),
@@ -237,7 +245,11 @@ fn decode_part(i: usize, j: usize, part: InPart, role: ContentRole) -> Result<Op
         }
         other => {
             // Audio, files and future part types are left out, never a 400.
-            tracing::warn!(path, part_type = other, "openai chat: content part without a canonical counterpart skipped");
+            tracing::warn!(
+                path,
+                part_type = other,
+                "openai chat: content part without a canonical counterpart skipped"
+            );
             return Ok(None);
         }
     }))

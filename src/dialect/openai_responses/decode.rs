@@ -40,8 +40,7 @@ const MAPPED_KEYS: [&str; 14] = [
 /// they are re-sent to a Responses upstream. Client-run tool types (`custom`, `local_shell`,
 /// `computer_use_preview`, ...) are left out: their calls have no canonical form.
 fn is_hosted_tool(kind: &str) -> bool {
-    kind.starts_with("web_search")
-        || matches!(kind, "file_search" | "code_interpreter" | "image_generation" | "mcp")
+    kind.starts_with("web_search") || matches!(kind, "file_search" | "code_interpreter" | "image_generation" | "mcp")
 }
 
 pub(crate) fn decode_request(body: &[u8]) -> Result<(model::Request, RequestOptions), DecodeError> {
@@ -49,8 +48,11 @@ pub(crate) fn decode_request(body: &[u8]) -> Result<(model::Request, RequestOpti
     let raw: Value = from_json(body)?;
     let mut passthrough = Passthrough::new(WireDialect::OpenaiResponses, Value::Null);
     if let Value::Object(obj) = &raw {
-        passthrough.fields =
-            obj.iter().filter(|(k, _)| !MAPPED_KEYS.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+        passthrough.fields = obj
+            .iter()
+            .filter(|(k, _)| !MAPPED_KEYS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
     }
     if let Some(tools) = raw.get("tools").and_then(Value::as_array) {
         passthrough.tools = tools
@@ -280,7 +282,9 @@ fn decode_item(i: usize, item: InItem, messages: &mut Vec<Message>) -> Result<()
             push_merged(messages, Role::Tool, Part::ToolResult { tool_use_id, content, is_error: false });
         }
         "reasoning" => {
-            if let Some(part) = decode_reasoning(&path, item.id.as_deref(), item.summary, item.content, item.encrypted_content)? {
+            if let Some(part) =
+                decode_reasoning(&path, item.id.as_deref(), item.summary, item.content, item.encrypted_content)?
+            {
                 push_merged(messages, Role::Assistant, part);
             }
         }
@@ -345,11 +349,7 @@ pub(crate) fn decode_reasoning(
 /// The canonical signature for an `encrypted_content`: an envelope stays as it is (Keyhaven gave
 /// it out); anything else is this family's own reasoning, wrapped with its item id.
 pub(crate) fn canonical_encrypted(id: Option<&str>, encrypted: &str) -> String {
-    if is_envelope(encrypted) {
-        encrypted.to_owned()
-    } else {
-        Envelope::openai_responses(id, Some(encrypted)).encode()
-    }
+    if is_envelope(encrypted) { encrypted.to_owned() } else { Envelope::openai_responses(id, Some(encrypted)).encode() }
 }
 
 fn decode_content(path: &str, content: Option<Content>, role: Role) -> Result<Vec<Part>, DecodeError> {
@@ -474,7 +474,9 @@ pub(crate) fn output_parts(items: Vec<InItem>) -> Result<Vec<Part>, DecodeError>
         match item.kind.as_deref().unwrap_or("message") {
             "message" => parts.extend(decode_content(&path, item.content, Role::Assistant)?),
             "reasoning" => {
-                if let Some(p) = decode_reasoning(&path, item.id.as_deref(), item.summary, item.content, item.encrypted_content)? {
+                if let Some(p) =
+                    decode_reasoning(&path, item.id.as_deref(), item.summary, item.content, item.encrypted_content)?
+                {
                     parts.push(p);
                 }
             }

@@ -7,7 +7,9 @@ use serde_json::{Map, Value, json};
 use crate::dialect::openai_responses::types::WireUsageOut;
 use crate::dialect::openai_responses::{EncodeOptions, REDACTED_PREFIX};
 use crate::model::reasoning::{Envelope, Family, is_envelope};
-use crate::model::{self, Effort, Passthrough, WireDialect, ErrorInfo, ErrorKind, Part, Role, StopReason, ToolChoice, Usage};
+use crate::model::{
+    self, Effort, ErrorInfo, ErrorKind, Part, Passthrough, Role, StopReason, ToolChoice, Usage, WireDialect,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Output items and response objects (shared with the stream encoder)

@@ -9,9 +9,8 @@ use crate::dialect::openai_responses::decode::{
     canonical_encrypted, error_from_json, output_parts, stop_reason, truncate_chars,
 };
 use crate::dialect::openai_responses::encode::{
-    client_encrypted,
-    ResponseHead, created_secs, error_code, function_call_item, item_id, message_item, output_text_part,
-    reasoning_item, response_object, status_of,
+    ResponseHead, client_encrypted, created_secs, error_code, function_call_item, item_id, message_item,
+    output_text_part, reasoning_item, response_object, status_of,
 };
 use crate::dialect::openai_responses::types::{InItem, WireUsageIn};
 use crate::dialect::sse::{SseEvent, write_event};
@@ -825,7 +824,9 @@ fn reasoning_events(item: &Value, with_text: bool, out: &mut Vec<StreamEvent>) {
     if let Some(enc) = str_field(item, "encrypted_content").filter(|e| !e.is_empty()) {
         match enc.strip_prefix(REDACTED_PREFIX) {
             Some(data) => out.push(StreamEvent::RedactedThinking { data: data.to_owned() }),
-            None => out.push(StreamEvent::ThinkingSignature { signature: canonical_encrypted(str_field(item, "id"), enc) }),
+            None => {
+                out.push(StreamEvent::ThinkingSignature { signature: canonical_encrypted(str_field(item, "id"), enc) })
+            }
         }
     }
 }
