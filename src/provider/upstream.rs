@@ -58,6 +58,18 @@ pub fn prepare(route: &Route, req: &model::Request, key: Option<&SecretString>) 
             lingma: Some(std::sync::Arc::new(prompt)),
         });
     }
+    // A client's server tools and vendor-only fields reach only an upstream of its own dialect.
+    if let Some(pt) = req.passthrough.as_deref() {
+        let same = matches!(
+            (pt.dialect, p.kind),
+            (model::WireDialect::Anthropic, ProviderKind::Anthropic)
+                | (model::WireDialect::OpenaiChat, ProviderKind::Openai)
+                | (model::WireDialect::OpenaiResponses, ProviderKind::OpenaiResponses)
+        );
+        if !same && !pt.tools.is_empty() {
+            tracing::warn!(provider = %p.name, tools = ?pt.tool_names(), "server tools this upstream cannot run left out");
+        }
+    }
     let (url, body) = match p.kind {
         ProviderKind::Openai => {
             if let Some(key) = key {

@@ -744,3 +744,53 @@ fn mutated_inputs_never_panic() {
         let _ = encode_stream(&events);
     }
 }
+
+/// A mid-conversation system message stays in place toward Anthropic only with the client's
+/// `mid-conversation-system-*` beta; adaptive thinking goes out as `{"type": "adaptive"}` and the
+/// client's `output_config` comes back verbatim. (The engine changed the request here, so the
+/// body is encoded from the canonical fields.)
+#[test]
+fn mid_conversation_system_and_adaptive_thinking_encode_from_canonical() {
+    let body = br#"{"model":"m","max_tokens":100,"system":"S","thinking":{"type":"adaptive"},
+        "output_config":{"effort":"max"},"context_management":{"edits":[]},
+        "tools":[{"type":"web_search_20250305","name":"web_search"}],
+        "messages":[{"role":"user","content":"a"},{"role":"system","content":"R"},{"role":"user","content":"b"}]}"#;
+    let mut req = decode_request(body).expect("valid");
+    assert_eq!(req.thinking.as_ref().and_then(|t| t.effort), Some(Effort::Max));
+    req.messages.push(Message { role: Role::Assistant, content: vec![Part::text("c")] });
+    let with_beta = {
+        let mut r = req.clone();
+        if let Some(pt) = r.passthrough.as_deref_mut() {
+            pt.betas = vec!["mid-conversation-system-2026-04-07".into()];
+        }
+        encode_request(&r, "claude-x", &EncodeOptions::default())
+    };
+    assert_eq!(
+        with_beta,
+        json!({
+            "model": "claude-x",
+            "thinking": {"type": "adaptive"},
+            "max_tokens": 100,
+            "system": [{"type": "text", "text": "S"}],
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "a"}]},
+                {"role": "system", "content": [{"type": "text", "text": "R"}]},
+                {"role": "user", "content": [{"type": "text", "text": "b"}]},
+                {"role": "assistant", "content": [{"type": "text", "text": "c"}]}
+            ],
+            "tools": [{"type": "web_search_20250305", "name": "web_search"}],
+            "stream": true,
+            "output_config": {"effort": "max"},
+            "context_management": {"edits": []}
+        })
+    );
+    let without = encode_request(&req, "claude-x", &EncodeOptions::default());
+    assert_eq!(without["system"], json!([{"type": "text", "text": "S"}, {"type": "text", "text": "R"}]));
+    assert_eq!(
+        without["messages"],
+        json!([
+            {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "c"}]}
+        ])
+    );
+}
