@@ -103,10 +103,11 @@ async fn handle(state: ApiState, dialect: Inbound, headers: HeaderMap, body: Bod
     } else {
         dialect.decode(&body).map(|(req, d)| (req, d, None)).map_err(|e| ApiError::decode(dialect, &e))
     };
-    let (req, dialect, chain) = match decoded {
+    let (mut req, dialect, chain) = match decoded {
         Ok(r) => r,
         Err(e) => return with_headers(e.into_response(), &id, arrived, None),
     };
+    client_betas(&mut req, &headers);
     let stream = req.stream;
     let model = req.model.clone();
     let ctx = CallContext {
@@ -134,6 +135,22 @@ async fn handle(state: ApiState, dialect: Inbound, headers: HeaderMap, body: Bod
         stream_response(call, dialect, &id, &model, chain)
     } else {
         whole_response(call, dialect, &id, &model, chain).await
+    }
+}
+
+/// An Anthropic client's `anthropic-beta` flags travel with its passthrough, so an Anthropic
+/// upstream gets them (other upstreams never see them).
+fn client_betas(req: &mut model::Request, headers: &HeaderMap) {
+    if let Some(pt) = req.passthrough.as_deref_mut().filter(|p| p.dialect == model::WireDialect::Anthropic) {
+        pt.betas = headers
+            .get_all("anthropic-beta")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+            .filter(|b| !b.is_empty())
+            .map(str::to_owned)
+            .collect();
     }
 }
 

@@ -7,11 +7,14 @@
 mod accumulate;
 mod call;
 mod conversation;
+mod passthrough;
+pub mod reasoning;
 mod usage;
 
 pub use accumulate::{Accumulator, parse_arguments};
 pub use call::{CallFinish, CallStart, CallStatus};
 pub use conversation::{Entry, RunFinish, RunRecord, RunStart, RunStatus, StoredMessage, ToolRoundRecord};
+pub use passthrough::{Passthrough, WireDialect};
 pub use usage::Usage;
 
 use serde::{Deserialize, Serialize};
@@ -34,6 +37,17 @@ pub struct Request {
     pub parallel_tool_calls: Option<bool>,
     /// An opaque end-user id from the client (`user` / `metadata.user_id`).
     pub user: Option<String>,
+    /// What the inbound decoder did not map, tagged with its dialect: re-emitted only by the
+    /// encoder of that same dialect (see [`Passthrough`]). `None` for requests built in-process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passthrough: Option<Box<Passthrough>>,
+}
+
+impl Request {
+    /// The request without its [`Passthrough`] (for comparing what the canonical fields say).
+    pub fn without_passthrough(&self) -> Request {
+        Request { passthrough: None, ..self.clone() }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -54,6 +68,10 @@ pub struct SamplingParams {
 pub struct ThinkingConfig {
     pub budget_tokens: Option<u32>,
     pub effort: Option<Effort>,
+    /// Anthropic's `{"type": "adaptive"}`: the model decides how much to think (with
+    /// `output_config.effort` as the guide, carried in `effort`).
+    #[serde(default)]
+    pub adaptive: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,16 +81,41 @@ pub enum Effort {
     Low,
     Medium,
     High,
+    /// Anthropic's `max` effort. OpenAI dialects send it as `high`, the top every vendor accepts.
+    Max,
 }
 
 impl Effort {
+    /// The OpenAI name (`max` is sent as `high`).
     pub fn as_str(self) -> &'static str {
         match self {
             Effort::Minimal => "minimal",
             Effort::Low => "low",
             Effort::Medium => "medium",
-            Effort::High => "high",
+            Effort::High | Effort::Max => "high",
         }
+    }
+
+    /// Anthropic's `output_config.effort` name (`low`, `medium`, `high`, `max`; minimal is low).
+    pub fn anthropic_str(self) -> &'static str {
+        match self {
+            Effort::Minimal | Effort::Low => "low",
+            Effort::Medium => "medium",
+            Effort::High => "high",
+            Effort::Max => "max",
+        }
+    }
+
+    /// Anthropic's `output_config.effort` names; unknown names are `None`.
+    pub fn parse_anthropic(name: &str) -> Option<Effort> {
+        Some(match name {
+            "low" => Effort::Low,
+            "medium" => Effort::Medium,
+            "high" => Effort::High,
+            "max" | "xhigh" => Effort::Max,
+            "minimal" => Effort::Minimal,
+            _ => return None,
+        })
     }
 
     /// OpenAI's effort names (`minimal`, `low`, `medium`, `high`; `xhigh` maps to high, the top of
@@ -94,6 +137,7 @@ impl Effort {
             Effort::Low => 2048,
             Effort::Medium => 8192,
             Effort::High => 24576,
+            Effort::Max => 31999,
         }
     }
 

@@ -53,6 +53,18 @@ pub fn prepare(route: &Route, req: &model::Request, key: Option<&BoundKey>) -> R
             lingma: Some(std::sync::Arc::new(prompt)),
         });
     }
+    // A client's server tools and vendor-only fields reach only an upstream of its own dialect.
+    if let Some(pt) = req.passthrough.as_deref() {
+        let same = matches!(
+            (pt.dialect, p.kind),
+            (model::WireDialect::Anthropic, ProviderKind::Anthropic)
+                | (model::WireDialect::OpenaiChat, ProviderKind::Openai)
+                | (model::WireDialect::OpenaiResponses, ProviderKind::OpenaiResponses)
+        );
+        if !same && !pt.tools.is_empty() {
+            tracing::warn!(provider = %p.name, tools = ?pt.tool_names(), "server tools this upstream cannot run left out");
+        }
+    }
     let (url, body) = match p.kind {
         ProviderKind::Openai => {
             let opts = openai_chat::EncodeOptions {
@@ -68,6 +80,13 @@ pub fn prepare(route: &Route, req: &model::Request, key: Option<&BoundKey>) -> R
         }
         ProviderKind::Anthropic => {
             headers.insert("anthropic-version", HeaderValue::from_static(ANTHROPIC_VERSION));
+            // An Anthropic client's beta flags go to an Anthropic upstream as it sent them.
+            if let Some(pt) = model::Passthrough::of(req, model::WireDialect::Anthropic)
+                && !pt.betas.is_empty()
+                && let Ok(v) = HeaderValue::from_str(&pt.betas.join(","))
+            {
+                headers.insert("anthropic-beta", v);
+            }
             let opts = anthropic::EncodeOptions { default_max_tokens: route.model.max_output_tokens.unwrap_or(8192) };
             (format!("{}/messages", p.base_url), anthropic::encode_request(req, &route.model.upstream, &opts))
         }

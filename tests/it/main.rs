@@ -26,6 +26,7 @@ mod key_origins;
 mod layering;
 mod lingma;
 mod local_endpoints;
+mod passthrough;
 mod prefix_stability;
 mod proxy;
 mod responses;

@@ -97,14 +97,19 @@ async fn codex_request_reaches_every_upstream_with_its_tool_history() {
         let (calls, results) = tool_history(up, sent);
         assert_eq!(calls, want_calls, "{ctx}");
         assert_eq!(results, want_results, "{ctx}");
-        // Codex's tools (function tools only; web_search and custom skipped).
-        let tool_names: Vec<String> = sent["tools"]
-            .as_array()
-            .expect("tools")
+        // Codex's function tools everywhere; its hosted web_search only toward a Responses
+        // upstream (which runs it), its custom tools nowhere.
+        let tools = sent["tools"].as_array().expect("tools");
+        let tool_names: Vec<String> = tools
             .iter()
+            .filter(|t| t["type"] == "function" || t.get("type").is_none())
             .map(|t| s(&t["name"]).to_owned() + &s(&t["function"]["name"]))
             .collect();
         assert_eq!(tool_names, ["shell", "update_plan", "apply_patch"], "{ctx}");
+        let hosted: Vec<Value> =
+            tools.iter().filter(|t| t["type"] != "function" && t.get("type").is_some()).cloned().collect();
+        let want_hosted = if up == Up::Responses { vec![json!({"type": "web_search"})] } else { vec![] };
+        assert_eq!(hosted, want_hosted, "{ctx}");
 
         match up {
             Up::Openai => {

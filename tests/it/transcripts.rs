@@ -5,6 +5,7 @@
 
 use serde_json::{Value, json};
 
+use keyhaven::model::reasoning::{Envelope, Family};
 use keyhaven::model::{CallStatus, Part, Response, StopReason, StreamEvent};
 
 use crate::support::fixtures::{Case, RESPONSES_ENCRYPTED, request, upstream_sse};
@@ -91,6 +92,11 @@ async fn plain_text_in_every_direction() {
                     );
                     assert_eq!(o.upstream_request["stream"], json!(true));
                     assert_eq!(o.upstream_request["model"], json!("gpt-4o-mini"));
+                }
+                // An Anthropic client's body goes to Anthropic as it was sent (`system` a string).
+                Up::Anthropic if client == Client::Anthropic => {
+                    assert_eq!(o.upstream_request["system"], json!("Be brief."), "{ctx}");
+                    assert_eq!(o.upstream_request["model"], json!("claude-sonnet-4-5"));
                 }
                 Up::Anthropic => {
                     assert_eq!(o.upstream_request["system"][0]["text"], json!("Be brief."), "{ctx}");
@@ -209,15 +215,20 @@ async fn thinking_with_signature() {
             };
             assert_eq!(text, "Let me think.", "{ctx}");
             assert_eq!(text_of(&o.resp), "Answer: 4", "{ctx}");
-            // Envelopes (Anthropic signatures, Responses encrypted reasoning) survive end to end
-            // between dialects that carry them; OpenAI Chat carries none.
-            let envelope = match up {
-                Up::Openai => None,
-                Up::Anthropic => Some("EqQBCkYIBxgCKkBsig==".to_owned()),
-                Up::Responses => Some(RESPONSES_ENCRYPTED.to_owned()),
+            // Every client that carries a signature gets the upstream's reasoning in an envelope
+            // of its family (an Anthropic signature as is, or wrapped for a Responses client); a
+            // Chat client's `reasoning_content` decodes as Chat reasoning.
+            let family = |sig: &Option<String>| {
+                sig.as_deref().and_then(Envelope::of_signature).map(|e| (e.family, e.id, e.data))
             };
-            let expect_sig = envelope.filter(|_| client != Client::Openai);
-            assert_eq!(signature, &expect_sig, "{ctx}");
+            let want = match (client, up) {
+                (Client::Openai, _) | (_, Up::Openai) => Some((Family::OpenaiChat, None, None)),
+                (_, Up::Anthropic) => Some((Family::Anthropic, None, Some("EqQBCkYIBxgCKkBsig==".to_owned()))),
+                (_, Up::Responses) => {
+                    Some((Family::OpenaiResponses, Some("rs_1".to_owned()), Some(RESPONSES_ENCRYPTED.to_owned())))
+                }
+            };
+            assert_eq!(family(signature), want, "{ctx}");
             // The client's thinking request reached the upstream in its own terms.
             match up {
                 Up::Openai => {
@@ -376,7 +387,8 @@ async fn reasoning_round_trips_on_the_next_turn() {
                 } else {
                     let reasoning = reasoning.unwrap_or_else(|| panic!("{ctx}"));
                     assert_eq!(reasoning["encrypted_content"], json!(RESPONSES_ENCRYPTED), "{ctx}");
-                    assert!(reasoning.get("id").is_none(), "{ctx}: no item ids with store=false");
+                    // The upstream's own item id comes back with its ciphertext.
+                    assert_eq!(reasoning["id"], json!("rs_1"), "{ctx}: the upstream's item id");
                 }
                 let assistant = input.iter().find(|i| i["role"] == "assistant").unwrap_or_else(|| panic!("{ctx}"));
                 assert_eq!(assistant["content"][0]["text"], json!("Answer: 4"), "{ctx}");

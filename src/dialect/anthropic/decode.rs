@@ -5,14 +5,14 @@ use serde_json::{Map, Value};
 
 use crate::dialect::DecodeError;
 use crate::dialect::anthropic::types::{
-    ImageBlock, RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock, WireCacheControl,
-    WireRequest, WireResponse, WireRole, WireThinking, WireTool, WireToolChoice, WireToolChoiceKind, describe,
-    field_error, from_value,
+    ImageBlock, MAPPED_KEYS, RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock,
+    WireCacheControl, WireRequest, WireResponse, WireRole, WireThinking, WireTool,
+    WireToolChoice, WireToolChoiceKind, describe, field_error, from_value,
 };
 use crate::dialect::from_json;
 use crate::model::{
-    CacheControl, Effort, ImageSource, Message, Part, Request, Response, Role, SamplingParams, StopReason,
-    ThinkingConfig, ToolChoice, ToolDef,
+    CacheControl, Effort, ImageSource, Message, Part, Passthrough, Request, Response, Role,
+    SamplingParams, StopReason, ThinkingConfig, ToolChoice, ToolDef, WireDialect,
 };
 
 /// Where a content block appears; decides which block types are allowed and what happens to
@@ -29,6 +29,18 @@ enum Context {
 
 pub(crate) fn decode_request(body: &[u8]) -> Result<Request, DecodeError> {
     let wire: WireRequest = from_json(body)?;
+    let raw: Value = from_json(body)?;
+    decode_wire(wire, raw)
+}
+
+/// Decodes an already parsed body (the encoder's check that a passthrough body still matches the
+/// canonical request).
+pub(crate) fn decode_request_value(raw: &Value) -> Result<Request, DecodeError> {
+    let wire: WireRequest = from_value(raw, "")?;
+    decode_wire(wire, raw.clone())
+}
+
+fn decode_wire(wire: WireRequest, raw: Value) -> Result<Request, DecodeError> {
     if wire.model.trim().is_empty() {
         return Err(DecodeError::Invalid("`model` must not be empty".into()));
     }
@@ -47,6 +59,13 @@ pub(crate) fn decode_request(body: &[u8]) -> Result<Request, DecodeError> {
         let path = format!("messages[{i}].content");
         let parts = decode_content(&msg.content, &path, Context::Message)?;
         match msg.role {
+            WireRole::System => {
+                // Text only; anything else in a system message has no meaning to carry.
+                let text: Vec<Part> = parts.into_iter().filter(|p| matches!(p, Part::Text { .. })).collect();
+                if !text.is_empty() {
+                    messages.push(Message { role: Role::System, content: text });
+                }
+            }
             WireRole::Assistant => {
                 if let Some(pos) = parts.iter().position(|p| matches!(p, Part::ToolResult { .. })) {
                     return Err(field_error(
@@ -71,12 +90,27 @@ pub(crate) fn decode_request(body: &[u8]) -> Result<Request, DecodeError> {
         }
     }
 
+    let mut passthrough = Passthrough::new(WireDialect::Anthropic, raw);
+    if let Value::Object(obj) = &passthrough.body {
+        passthrough.fields = obj
+            .iter()
+            .filter(|(k, _)| !MAPPED_KEYS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+    }
     let mut tools = Vec::new();
     for (i, tool) in wire.tools.iter().flatten().enumerate() {
-        if let Some(tool) = decode_tool(tool, i)? {
-            tools.push(tool);
+        match decode_tool(tool, i)? {
+            Some(tool) => tools.push(tool),
+            None => passthrough.tools.push(tool.clone()),
         }
     }
+    let effort = wire
+        .output_config
+        .as_ref()
+        .and_then(|c| c.get("effort"))
+        .and_then(Value::as_str)
+        .and_then(Effort::parse_anthropic);
 
     let (tool_choice, parallel_tool_calls) = match &wire.tool_choice {
         Some(choice) => decode_tool_choice(choice)?,
@@ -96,10 +130,11 @@ pub(crate) fn decode_request(body: &[u8]) -> Result<Request, DecodeError> {
             stop: wire.stop_sequences.unwrap_or_default(),
             ..SamplingParams::default()
         },
-        thinking: wire.thinking.as_ref().and_then(decode_thinking),
+        thinking: wire.thinking.as_ref().and_then(|t| decode_thinking(t, effort)),
         stream: wire.stream.unwrap_or(false),
         parallel_tool_calls,
         user: wire.metadata.and_then(|m| m.user_id),
+        passthrough: Some(Box::new(passthrough)),
     })
 }
 
@@ -113,7 +148,8 @@ fn decode_system(system: &Value) -> Result<Vec<Part>, DecodeError> {
                 let path = format!("system[{i}]");
                 let ty = block_type(block, &path)?;
                 if ty != "text" {
-                    return Err(field_error(format!("{path}.type"), format!("expected `text`, found `{ty}`")));
+                    tracing::warn!(path, block_type = ty, "anthropic: non-text system block skipped");
+                    continue;
                 }
                 let text: TextBlock = from_value(block, &path)?;
                 parts.push(Part::Text { text: text.text, cache: text.cache_control.map(cache) });
@@ -300,11 +336,20 @@ fn decode_tool_choice(choice: &WireToolChoice) -> Result<(Option<ToolChoice>, Op
     Ok((Some(tc), parallel))
 }
 
-fn decode_thinking(thinking: &WireThinking) -> Option<ThinkingConfig> {
+/// `thinking` with `output_config.effort`: `enabled` keeps its budget, `adaptive` is marked as
+/// such, and either carries the effort when the client gave one (adaptive without one is medium).
+fn decode_thinking(thinking: &WireThinking, effort: Option<Effort>) -> Option<ThinkingConfig> {
     match (thinking.kind.as_str(), thinking.budget_tokens) {
         ("disabled", _) => None,
-        ("enabled", Some(budget)) => Some(ThinkingConfig { budget_tokens: Some(budget), effort: None }),
-        _ => Some(ThinkingConfig { budget_tokens: None, effort: Some(Effort::Medium) }),
+        ("enabled", Some(budget)) => Some(ThinkingConfig { budget_tokens: Some(budget), effort, adaptive: false }),
+        ("adaptive", _) => {
+            Some(ThinkingConfig { budget_tokens: None, effort: Some(effort.unwrap_or(Effort::Medium)), adaptive: true })
+        }
+        _ => Some(ThinkingConfig {
+            budget_tokens: None,
+            effort: Some(effort.unwrap_or(Effort::Medium)),
+            adaptive: false,
+        }),
     }
 }
 

@@ -4,10 +4,24 @@
 use serde_json::{Map, Value, json};
 
 use crate::dialect::anthropic::EncodeOptions;
+use crate::dialect::anthropic::decode::decode_request_value;
+use crate::model::reasoning::{Envelope, Family};
 use crate::model::{
-    CacheControl, Effort, ErrorInfo, ErrorKind, ImageSource, Message, Part, Request, Response, Role, StopReason,
-    ToolChoice,
+    CacheControl, Effort, ErrorInfo, ErrorKind, ImageSource, Message, Part, Passthrough, Request, Response, Role,
+    StopReason, ToolChoice, WireDialect,
 };
+
+/// The beta flag under which Anthropic accepts `role: "system"` inside `messages`.
+const MID_CONVERSATION_SYSTEM_BETA: &str = "mid-conversation-system-";
+
+/// The signature to send upstream for a canonical one: Anthropic's own (raw, or unwrapped from
+/// an `anthropic` envelope); `None` for other families' envelopes, which never reach Anthropic.
+pub(crate) fn upstream_signature(signature: &str) -> Option<String> {
+    match Envelope::of_signature(signature) {
+        Some(Envelope { family: Family::Anthropic, data: Some(sig), .. }) if !sig.is_empty() => Some(sig),
+        _ => None,
+    }
+}
 
 /// Anthropic's smallest accepted thinking budget.
 const MIN_THINKING_BUDGET: u32 = 1024;
@@ -103,8 +117,8 @@ fn request_block(part: &Part) -> Option<Value> {
         Part::Text { text, .. } if text.is_empty() => return None,
         Part::Text { text, cache } => text_block(text, cache.as_ref()),
         Part::Image { source, cache } => image_block(source, cache.as_ref()),
-        Part::Thinking { text, signature: Some(signature) } if !signature.is_empty() => {
-            json!({"type": "thinking", "thinking": text, "signature": signature})
+        Part::Thinking { text, signature: Some(signature) } => {
+            json!({"type": "thinking", "thinking": text, "signature": upstream_signature(signature)?})
         }
         Part::Thinking { .. } => return None,
         Part::RedactedThinking { data } => json!({"type": "redacted_thinking", "data": data}),
@@ -137,12 +151,29 @@ fn request_block(part: &Part) -> Option<Value> {
 
 /// Messages in Anthropic's shape: system hoisted out, tool results as user messages, consecutive
 /// messages of one role merged (tool results first), messages left without blocks dropped.
-fn encode_messages(messages: &[Message]) -> (Vec<Value>, Vec<Value>) {
+///
+/// With `system_in_place` (the client sent Anthropic's mid-conversation-system beta), system
+/// messages after the first non-system message stay where they are as `role: "system"` messages.
+fn encode_messages(messages: &[Message], system_in_place: bool) -> (Vec<Value>, Vec<Value>) {
     let mut system = Vec::new();
     // (role, tool_result blocks, other blocks)
     let mut turns: Vec<(&'static str, Vec<Value>, Vec<Value>)> = Vec::new();
     for msg in messages {
         let role = match msg.role {
+            Role::System if system_in_place && !turns.is_empty() => {
+                let blocks: Vec<Value> = msg
+                    .content
+                    .iter()
+                    .filter_map(|p| match p {
+                        Part::Text { text, cache } if !text.is_empty() => Some(text_block(text, cache.as_ref())),
+                        _ => None,
+                    })
+                    .collect();
+                if !blocks.is_empty() {
+                    turns.push(("system", Vec::new(), blocks));
+                }
+                continue;
+            }
             Role::System => {
                 for part in &msg.content {
                     match part {
@@ -167,7 +198,7 @@ fn encode_messages(messages: &[Message]) -> (Vec<Value>, Vec<Value>) {
             continue;
         }
         match turns.last_mut() {
-            Some((r, res, oth)) if *r == role => {
+            Some((r, res, oth)) if *r == role && role != "system" => {
                 res.extend(results);
                 oth.extend(others);
             }
@@ -185,12 +216,21 @@ fn encode_messages(messages: &[Message]) -> (Vec<Value>, Vec<Value>) {
 }
 
 pub(crate) fn encode_request(req: &Request, upstream_model: &str, opts: &EncodeOptions) -> Value {
-    let (system, messages) = encode_messages(&req.messages);
+    let passthrough = Passthrough::of(req, WireDialect::Anthropic);
+    if let Some(pt) = passthrough
+        && let Some(body) = verbatim(pt, req, upstream_model, opts)
+    {
+        return body;
+    }
+    let system_in_place =
+        passthrough.is_some_and(|pt| pt.betas.iter().any(|b| b.starts_with(MID_CONVERSATION_SYSTEM_BETA)));
+    let (system, messages) = encode_messages(&req.messages, system_in_place);
     let mut body = Map::new();
     body.insert("model".into(), json!(upstream_model));
 
     let mut max_tokens = req.params.max_tokens.unwrap_or(opts.default_max_tokens);
-    let budget = req.thinking.as_ref().map(|t| {
+    let adaptive = req.thinking.as_ref().is_some_and(|t| t.adaptive);
+    let budget = req.thinking.as_ref().filter(|t| !t.adaptive).map(|t| {
         t.budget_tokens.or_else(|| t.effort.map(Effort::budget_tokens)).unwrap_or(Effort::Medium.budget_tokens())
     });
     if let Some(budget) = budget {
@@ -201,6 +241,8 @@ pub(crate) fn encode_request(req: &Request, upstream_model: &str, opts: &EncodeO
             max_tokens = budget.saturating_add(ANSWER_HEADROOM);
         }
         body.insert("thinking".into(), json!({"type": "enabled", "budget_tokens": budget}));
+    } else if adaptive {
+        body.insert("thinking".into(), json!({"type": "adaptive"}));
     } else {
         if let Some(t) = req.params.temperature {
             body.insert("temperature".into(), json!(t));
@@ -218,7 +260,8 @@ pub(crate) fn encode_request(req: &Request, upstream_model: &str, opts: &EncodeO
     }
     body.insert("messages".into(), Value::Array(messages));
 
-    if !req.tools.is_empty() {
+    let server_tools = passthrough.map(|pt| pt.tools.as_slice()).unwrap_or_default();
+    if !req.tools.is_empty() || !server_tools.is_empty() {
         let tools = req
             .tools
             .iter()
@@ -235,6 +278,7 @@ pub(crate) fn encode_request(req: &Request, upstream_model: &str, opts: &EncodeO
                 }
                 Value::Object(tool)
             })
+            .chain(server_tools.iter().cloned())
             .collect();
         body.insert("tools".into(), Value::Array(tools));
 
@@ -265,7 +309,54 @@ pub(crate) fn encode_request(req: &Request, upstream_model: &str, opts: &EncodeO
         body.insert("metadata".into(), json!({"user_id": user}));
     }
     body.insert("stream".into(), Value::Bool(true));
+    // What the client sent that Keyhaven does not map (context_management, output_config,
+    // mcp_servers, container, ...), verbatim.
+    if let Some(pt) = passthrough {
+        for (key, value) in &pt.fields {
+            body.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+    }
     Value::Object(body)
+}
+
+/// The client's own body, when the canonical request is still exactly what it decodes to: the
+/// model name replaced, `stream: true`, `max_tokens` filled in when missing, and thinking
+/// signatures restored (an envelope of another family is dropped with its block, like unsigned
+/// thinking). `None` when the engine changed the request since it was decoded.
+fn verbatim(pt: &Passthrough, req: &Request, upstream_model: &str, opts: &EncodeOptions) -> Option<Value> {
+    let decoded = decode_request_value(&pt.body).ok()?;
+    if decoded.without_passthrough() != req.without_passthrough() {
+        return None;
+    }
+    let mut body = pt.body.as_object()?.clone();
+    body.insert("model".into(), json!(upstream_model));
+    body.insert("stream".into(), Value::Bool(true));
+    body.entry("max_tokens").or_insert_with(|| json!(opts.default_max_tokens));
+    if let Some(Value::Array(messages)) = body.get_mut("messages") {
+        for message in messages.iter_mut() {
+            if let Some(Value::Array(blocks)) = message.get_mut("content") {
+                blocks.retain_mut(restore_signature);
+            }
+        }
+    }
+    Some(Value::Object(body))
+}
+
+/// Restores a thinking block's signature in place; false when the block must go.
+fn restore_signature(block: &mut Value) -> bool {
+    if block.get("type").and_then(Value::as_str) != Some("thinking") {
+        return true;
+    }
+    let Some(signature) = block.get("signature").and_then(Value::as_str) else {
+        return false;
+    };
+    match upstream_signature(signature) {
+        Some(sig) => {
+            block["signature"] = Value::String(sig);
+            true
+        }
+        None => false,
+    }
 }
 
 pub(crate) fn encode_response(resp: &Response) -> Value {

@@ -15,7 +15,16 @@
 //!   come first.
 //! - Thinking without a signature (e.g. DeepSeek's `reasoning_content`) is not sent upstream:
 //!   Anthropic rejects it. With thinking enabled, `temperature`/`top_p`/`top_k` are dropped.
-//! - Server tools (`web_search_20250305`, ...) and their blocks are skipped with a warning.
+//! - `role: "system"` inside `messages` is a System message at its position; outbound it stays
+//!   in place only when the client sent the `mid-conversation-system-*` beta, else it is hoisted.
+//! - `thinking` `adaptive` is [`model::ThinkingConfig::adaptive`]; `output_config.effort` is its
+//!   effort (also for `enabled`).
+//! - The request's [`model::Passthrough`] keeps the body, the unmapped top-level keys and the
+//!   server tools (`web_search_*`, `web_fetch_*`, `code_execution_*`, `bash_*`, ...). Outbound,
+//!   the client's own body is sent verbatim while the canonical request still equals its
+//!   decoding; otherwise the canonical request is encoded and the unmapped keys and server tools
+//!   are added back. Thinking signatures follow `model::reasoning` (foreign envelopes dropped).
+//! - Server tool blocks in responses are skipped with a warning.
 //! - Error types: [`model::ErrorKind::Timeout`] is `timeout_error` (HTTP 504 at Anthropic);
 //!   `Upstream` and `Internal` are both `api_error`.
 

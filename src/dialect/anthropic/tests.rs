@@ -319,12 +319,25 @@ fn request_decode_splits_tool_results_in_order() {
     assert_eq!(ids, ["toolu_01PqA7RZH4c3mS9jYfAWxQ2n", "toolu_01Xk9mF2vB7nLq3Rt5Ws8Yz1"]);
 }
 
-/// Claude Code's request survives decode → encode: messages, system, tools and settings come back
-/// as sent (tool-result string content becomes the equivalent one-text-block array).
+/// Claude Code's request toward an Anthropic upstream is the client's body itself: only the model
+/// name changes (and `stream`, which is already true).
+#[test]
+fn request_passes_through_claude_code_unchanged() {
+    let mut original: Value = serde_json::from_str(&fixture("request_claude_code.json")).expect("JSON");
+    let req = decode_request(fixture("request_claude_code.json").as_bytes()).expect("valid request");
+    let encoded = encode_request(&req, "claude-sonnet-4-5-20250929", &EncodeOptions::default());
+    original["model"] = json!("claude-sonnet-4-5-20250929");
+    assert_eq!(encoded, original);
+}
+
+/// Without the client's body (a request the engine built or changed), Claude Code's request is
+/// encoded from the canonical fields: messages, system, tools and settings come back as sent
+/// (tool-result string content becomes the equivalent one-text-block array).
 #[test]
 fn request_round_trip_claude_code() {
     let original: Value = serde_json::from_str(&fixture("request_claude_code.json")).expect("JSON");
-    let req = decode_request(fixture("request_claude_code.json").as_bytes()).expect("valid request");
+    let mut req = decode_request(fixture("request_claude_code.json").as_bytes()).expect("valid request");
+    req.passthrough = None;
     let encoded = encode_request(&req, "claude-sonnet-4-5-20250929", &EncodeOptions::default());
 
     let mut expected_messages = original["messages"].clone();
@@ -445,21 +458,21 @@ fn request_encode_thinking_budget_rules() {
         encode_request(&req, "claude-opus-4-1", &opts)
     };
 
-    let body = with(ThinkingConfig { budget_tokens: Some(500), effort: None }, Some(4000));
+    let body = with(ThinkingConfig { budget_tokens: Some(500), effort: None, adaptive: false }, Some(4000));
     assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 1024}));
     assert_eq!(body["max_tokens"], 4000);
     for key in ["temperature", "top_p", "top_k"] {
         assert!(body.get(key).is_none(), "{key} dropped with thinking");
     }
 
-    let body = with(ThinkingConfig { budget_tokens: None, effort: Some(Effort::High) }, Some(16000));
+    let body = with(ThinkingConfig { budget_tokens: None, effort: Some(Effort::High), adaptive: false }, Some(16000));
     assert_eq!(body["thinking"]["budget_tokens"], 24576);
     assert_eq!(body["max_tokens"], 24576 + 1024, "raised above the budget");
 
-    let body = with(ThinkingConfig { budget_tokens: Some(31999), effort: None }, Some(32000));
+    let body = with(ThinkingConfig { budget_tokens: Some(31999), effort: None, adaptive: false }, Some(32000));
     assert_eq!(body["max_tokens"], 32000, "a valid pair is kept");
 
-    let body = with(ThinkingConfig { budget_tokens: Some(10000), effort: None }, None);
+    let body = with(ThinkingConfig { budget_tokens: Some(10000), effort: None, adaptive: false }, None);
     assert_eq!(body["max_tokens"], 11024, "default 8192 is too small for the budget");
 
     let body = with(ThinkingConfig::default(), None);
@@ -512,11 +525,14 @@ fn request_decode_tool_choice_and_thinking_variants() {
     let req = decode(r#","tool_choice":{"type":"none"}"#);
     assert_eq!((req.tool_choice, req.parallel_tool_calls), (Some(ToolChoice::None), None));
     let req = decode(r#","thinking":{"type":"enabled","budget_tokens":2048}"#);
-    assert_eq!(req.thinking, Some(ThinkingConfig { budget_tokens: Some(2048), effort: None }));
+    assert_eq!(req.thinking, Some(ThinkingConfig { budget_tokens: Some(2048), effort: None, adaptive: false }));
     let req = decode(r#","thinking":{"type":"disabled"}"#);
     assert_eq!(req.thinking, None);
     let req = decode(r#","thinking":{"type":"adaptive"},"stream":true,"metadata":{"user_id":"abc"}"#);
-    assert_eq!(req.thinking, Some(ThinkingConfig { budget_tokens: None, effort: Some(Effort::Medium) }));
+    assert_eq!(
+        req.thinking,
+        Some(ThinkingConfig { budget_tokens: None, effort: Some(Effort::Medium), adaptive: true })
+    );
     assert!(req.stream);
     assert_eq!(req.user.as_deref(), Some("abc"));
     let req = decode(r#","system":[]"#);
@@ -651,12 +667,11 @@ fn request_decode_wrong_types_name_the_path() {
             r#"{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":7}]}]}"#,
             "messages[0].content[0].text",
         ),
-        (r#"{"model":"m","messages":[{"role":"system","content":"x"}]}"#, "messages[0].role"),
+        (r#"{"model":"m","messages":[{"role":"tool","content":"x"}]}"#, "messages[0].role"),
         (r#"{"model":"m","messages":[{"role":"user","content":5}]}"#, "messages[0].content"),
         (r#"{"model":"m","messages":[{"role":"user","content":[7]}]}"#, "messages[0].content[0]"),
         (r#"{"model":"m","max_tokens":"many","messages":[{"role":"user","content":"x"}]}"#, "max_tokens"),
         (r#"{"model":"m","system":5,"messages":[{"role":"user","content":"x"}]}"#, "system"),
-        (r#"{"model":"m","system":[{"type":"image"}],"messages":[{"role":"user","content":"x"}]}"#, "system[0].type"),
         (r#"{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"name":"t"}]}"#, "tools[0].input_schema"),
         (
             r#"{"model":"m","messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"sometimes"}}"#,
@@ -728,4 +743,54 @@ fn mutated_inputs_never_panic() {
         let (events, _, _) = decode_stream(&String::from_utf8_lossy(&sse));
         let _ = encode_stream(&events);
     }
+}
+
+/// A mid-conversation system message stays in place toward Anthropic only with the client's
+/// `mid-conversation-system-*` beta; adaptive thinking goes out as `{"type": "adaptive"}` and the
+/// client's `output_config` comes back verbatim. (The engine changed the request here, so the
+/// body is encoded from the canonical fields.)
+#[test]
+fn mid_conversation_system_and_adaptive_thinking_encode_from_canonical() {
+    let body = br#"{"model":"m","max_tokens":100,"system":"S","thinking":{"type":"adaptive"},
+        "output_config":{"effort":"max"},"context_management":{"edits":[]},
+        "tools":[{"type":"web_search_20250305","name":"web_search"}],
+        "messages":[{"role":"user","content":"a"},{"role":"system","content":"R"},{"role":"user","content":"b"}]}"#;
+    let mut req = decode_request(body).expect("valid");
+    assert_eq!(req.thinking.as_ref().and_then(|t| t.effort), Some(Effort::Max));
+    req.messages.push(Message { role: Role::Assistant, content: vec![Part::text("c")] });
+    let with_beta = {
+        let mut r = req.clone();
+        if let Some(pt) = r.passthrough.as_deref_mut() {
+            pt.betas = vec!["mid-conversation-system-2026-04-07".into()];
+        }
+        encode_request(&r, "claude-x", &EncodeOptions::default())
+    };
+    assert_eq!(
+        with_beta,
+        json!({
+            "model": "claude-x",
+            "thinking": {"type": "adaptive"},
+            "max_tokens": 100,
+            "system": [{"type": "text", "text": "S"}],
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "a"}]},
+                {"role": "system", "content": [{"type": "text", "text": "R"}]},
+                {"role": "user", "content": [{"type": "text", "text": "b"}]},
+                {"role": "assistant", "content": [{"type": "text", "text": "c"}]}
+            ],
+            "tools": [{"type": "web_search_20250305", "name": "web_search"}],
+            "stream": true,
+            "output_config": {"effort": "max"},
+            "context_management": {"edits": []}
+        })
+    );
+    let without = encode_request(&req, "claude-x", &EncodeOptions::default());
+    assert_eq!(without["system"], json!([{"type": "text", "text": "S"}, {"type": "text", "text": "R"}]));
+    assert_eq!(
+        without["messages"],
+        json!([
+            {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "c"}]}
+        ])
+    );
 }

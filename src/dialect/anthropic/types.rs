@@ -39,7 +39,28 @@ pub(crate) struct WireRequest {
     pub stream: Option<bool>,
     #[serde(default)]
     pub metadata: Option<WireMetadata>,
+    /// `{"effort": "low" | "medium" | "high" | "max", ...}`; kept raw (only `effort` is read).
+    #[serde(default)]
+    pub output_config: Option<Value>,
 }
+
+/// The top-level request keys [`WireRequest`] maps onto the canonical request; every other key
+/// is kept verbatim in the request's passthrough (`output_config` too: only its effort is read).
+pub(crate) const MAPPED_KEYS: [&str; 13] = [
+    "model",
+    "max_tokens",
+    "system",
+    "messages",
+    "tools",
+    "tool_choice",
+    "thinking",
+    "temperature",
+    "top_p",
+    "top_k",
+    "stop_sequences",
+    "stream",
+    "metadata",
+];
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct WireMessage {
@@ -53,6 +74,9 @@ pub(crate) struct WireMessage {
 pub(crate) enum WireRole {
     User,
     Assistant,
+    /// A system message inside `messages` (Claude Code 2.1, beta
+    /// `mid-conversation-system-2026-04-07`).
+    System,
 }
 
 #[derive(Debug, Deserialize)]

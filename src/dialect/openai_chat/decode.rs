@@ -7,12 +7,49 @@ use serde_json::Value;
 use crate::dialect::openai_chat::StreamOptions;
 use crate::dialect::openai_chat::types::{ChatCompletion, ChatRequest, Content, InMessage, InPart, InToolCall};
 use crate::dialect::{DecodeError, from_json};
+use crate::model::reasoning::Envelope;
 use crate::model::{
-    self, Effort, ImageSource, Message, Part, Role, SamplingParams, StopReason, ThinkingConfig, ToolChoice, ToolDef,
+    self, Effort, ImageSource, Message, Part, Passthrough, Role, SamplingParams, StopReason,
+    ThinkingConfig, ToolChoice, ToolDef, WireDialect,
 };
+
+/// The top-level keys [`ChatRequest`] maps; every other key is kept verbatim in the request's
+/// passthrough (`prompt_cache_key`, `service_tier`, `store`, `metadata`, `response_format`,
+/// `modalities`, `prediction`, `logprobs`, `safety_identifier`, ...).
+const MAPPED_KEYS: [&str; 19] = [
+    "model",
+    "messages",
+    "tools",
+    "tool_choice",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "stop",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+    "reasoning_effort",
+    "stream",
+    "stream_options",
+    "parallel_tool_calls",
+    "user",
+    "n",
+];
 
 pub(crate) fn decode_request(body: &[u8]) -> Result<(model::Request, StreamOptions), DecodeError> {
     let req: ChatRequest = from_json_strict(body)?;
+    let raw: Value = from_json(body)?;
+    let mut passthrough = Passthrough::new(WireDialect::OpenaiChat, Value::Null);
+    if let Value::Object(obj) = &raw {
+        passthrough.fields = obj
+            .iter()
+            .filter(|(k, _)| !MAPPED_KEYS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+    }
+    let raw_tools = raw.get("tools").and_then(Value::as_array);
 
     if req.model.trim().is_empty() {
         return Err(DecodeError::Invalid("`model` must be a non-empty string".into()));
@@ -31,7 +68,12 @@ pub(crate) fn decode_request(body: &[u8]) -> Result<(model::Request, StreamOptio
     for (i, tool) in req.tools.unwrap_or_default().into_iter().enumerate() {
         let kind = tool.kind.as_deref().unwrap_or("function");
         if kind != "function" {
-            return Err(DecodeError::Invalid(format!("tools[{i}]: tool type `{kind}` is not supported")));
+            // `custom` and vendor tool types: kept for a Chat upstream, left out elsewhere.
+            tracing::warn!(tool_type = kind, "openai chat: tool type without a canonical counterpart kept aside");
+            if let Some(raw) = raw_tools.and_then(|t| t.get(i)) {
+                passthrough.tools.push(raw.clone());
+            }
+            continue;
         }
         let Some(function) = tool.function else {
             return Err(DecodeError::Invalid(format!("tools[{i}]: a function tool needs a `function` object")));
@@ -57,7 +99,9 @@ pub(crate) fn decode_request(body: &[u8]) -> Result<(model::Request, StreamOptio
 
     let thinking = match req.reasoning_effort.as_deref() {
         None | Some("none") => None,
-        Some(effort) => Some(ThinkingConfig { budget_tokens: None, effort: Some(decode_effort(effort)?) }),
+        Some(effort) => {
+            Some(ThinkingConfig { budget_tokens: None, effort: Some(decode_effort(effort)?), adaptive: false })
+        }
     };
 
     let params = SamplingParams {
@@ -82,6 +126,7 @@ pub(crate) fn decode_request(body: &[u8]) -> Result<(model::Request, StreamOptio
         stream: req.stream.unwrap_or(false),
         parallel_tool_calls: req.parallel_tool_calls,
         user: req.user,
+        passthrough: Some(Box::new(passthrough)),
     };
     Ok((request, opts))
 }
@@ -162,34 +207,56 @@ fn decode_content(i: usize, content: Option<Content>, role: ContentRole) -> Resu
         // An empty assistant string (common next to `tool_calls`) is no content at all.
         Some(Content::Text(text)) if text.is_empty() && role == ContentRole::Assistant => Ok(Vec::new()),
         Some(Content::Text(text)) => Ok(vec![Part::text(text)]),
-        Some(Content::Parts(parts)) => parts.into_iter().enumerate().map(|(j, p)| decode_part(i, j, p, role)).collect(),
+        Some(Content::Parts(parts)) => {
+            let parts = parts.into_iter().enumerate().map(|(j, p)| decode_part(i, j, p, role));
+            parts.filter_map(Result::transpose).collect()
+        }
     }
 }
 
-fn decode_part(i: usize, j: usize, part: InPart, role: ContentRole) -> Result<Part, DecodeError> {
+/// One content part; `None` for a part type without a canonical counterpart (left out).
+fn decode_part(i: usize, j: usize, part: InPart, role: ContentRole) -> Result<Option<Part>, DecodeError> {
     let path = format!("messages[{i}].content[{j}]");
-    match part.kind.as_str() {
+    let path = path.as_str();
+    Ok(Some(match part.kind.as_str() {
         "text" => match part.text {
-            Some(text) => Ok(Part::text(text)),
-            None => Err(DecodeError::Field { path: format!("{path}.text"), message: "missing field `text`".into() }),
+            Some(text) => Part::text(text),
+            None => {
+                return Err(DecodeError::Field {
+                    path: format!("{path}.text"),
+                    message: "missing field `text`".into(),
+                });
+            }
         },
-        "refusal" if role == ContentRole::Assistant => Ok(Part::text(part.refusal.unwrap_or_default())),
+        "refusal" if role == ContentRole::Assistant => Part::text(part.refusal.unwrap_or_default()),
         "image_url" if role == ContentRole::User => match part.image_url {
-            Some(image) => Ok(Part::Image { source: ImageSource::from_url(&image.url), cache: None }),
-            None => Err(DecodeError::Field {
-                path: format!("{path}.image_url"),
-                message: "missing field `image_url`".into(),
-            }),
+            Some(image) => Part::Image { source: ImageSource::from_url(&image.url), cache: None },
+            None => {
+                return Err(DecodeError::Field {
+                    path: format!("{path}.image_url"),
+                    message: "missing field `image_url`".into(),
+                });
+            }
         },
-        "image_url" => Err(DecodeError::Invalid(format!("{path}: images are only supported in user messages"))),
-        other => Err(DecodeError::Invalid(format!("{path}: content part type `{other}` is not supported"))),
-    }
+        "image_url" => {
+            return Err(DecodeError::Invalid(format!("{path}: images are only supported in user messages")));
+        }
+        other => {
+            // Audio, files and future part types are left out, never a 400.
+            tracing::warn!(
+                path,
+                part_type = other,
+                "openai chat: content part without a canonical counterpart skipped"
+            );
+            return Ok(None);
+        }
+    }))
 }
 
 fn decode_assistant(i: usize, m: InMessage) -> Result<Message, DecodeError> {
     let mut content = Vec::new();
     if let Some(reasoning) = m.reasoning_content.filter(|r| !r.is_empty()) {
-        content.push(Part::Thinking { text: reasoning, signature: None });
+        content.push(Part::Thinking { text: reasoning, signature: Some(Envelope::openai_chat().encode()) });
     }
     content.extend(decode_content(i, m.content, ContentRole::Assistant)?);
     for (j, call) in m.tool_calls.unwrap_or_default().into_iter().enumerate() {
@@ -258,7 +325,7 @@ pub(crate) fn decode_response(body: &[u8]) -> Result<model::Response, DecodeErro
         stop = choice.finish_reason.as_deref().map(stop_reason);
         if let Some(message) = choice.message {
             if let Some(reasoning) = message.reasoning_content.or(message.reasoning).filter(|r| !r.is_empty()) {
-                content.push(Part::Thinking { text: reasoning, signature: None });
+                content.push(Part::Thinking { text: reasoning, signature: Some(Envelope::openai_chat().encode()) });
             }
             match message.content {
                 Some(Content::Text(text)) if !text.is_empty() => content.push(Part::text(text)),

@@ -4,7 +4,7 @@ use serde_json::{Map, Value, json};
 
 use crate::dialect::openai_chat::types::WireUsageOut;
 use crate::dialect::openai_chat::{EncodeOptions, MaxTokensField};
-use crate::model::{self, Effort, ErrorInfo, ErrorKind, Part, Role, StopReason, ToolChoice};
+use crate::model::{self, Effort, ErrorInfo, ErrorKind, Part, Passthrough, Role, StopReason, ToolChoice, WireDialect};
 
 /// Placeholder left in a tool message's text where the tool result had an image (tool messages
 /// carry text only; the image follows in a user message).
@@ -189,6 +189,20 @@ pub(crate) fn encode_request(req: &model::Request, upstream_model: &str, opts: &
     }
     body.insert("stream".into(), json!(true));
     body.insert("stream_options".into(), json!({"include_usage": true}));
+    // A Chat client's own extras (prompt_cache_key, service_tier, response_format, ...) and its
+    // non-function tools go to a Chat upstream verbatim; other dialects' extras never do.
+    if let Some(pt) = Passthrough::of(req, WireDialect::OpenaiChat) {
+        if !pt.tools.is_empty() {
+            if let Some(Value::Array(tools)) = body.get_mut("tools") {
+                tools.extend(pt.tools.iter().cloned());
+            } else {
+                body.insert("tools".into(), Value::Array(pt.tools.clone()));
+            }
+        }
+        for (key, value) in &pt.fields {
+            body.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+    }
     Value::Object(body)
 }
 

@@ -23,6 +23,12 @@
 //!   Tool results become `tool` messages right where they appear; images from tool results
 //!   follow in one user message after the run of tool messages.
 //! - Outbound, a thinking request without effort or budget asks for `medium`.
+//! - Streamed or whole reasoning closes with the `openai_chat` envelope as its signature
+//!   (`model::reasoning`); inbound `reasoning_content` is tagged the same way.
+//! - Unmapped top-level keys (`prompt_cache_key`, `service_tier`, `store`, `metadata`,
+//!   `response_format`, `modalities`, `prediction`, `logprobs`, ...) and non-function tools are
+//!   kept in the request's [`model::Passthrough`] and sent only to a Chat upstream; unknown
+//!   content part types (audio, files) are skipped, never refused.
 //! - The stream encoder always sends the usage chunk when asked for it (zeros if no usage was
 //!   seen), except after an error.
 

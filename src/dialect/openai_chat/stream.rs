@@ -11,6 +11,7 @@ use crate::dialect::openai_chat::types::{
     Chunk, ChunkChoice, Delta, DeltaFunction, DeltaToolCall, WireUsageIn, WireUsageOut,
 };
 use crate::dialect::sse::{SseEvent, write_event};
+use crate::model::reasoning::Envelope;
 use crate::model::{StreamEvent, Usage};
 
 // ---------------------------------------------------------------------------------------------
@@ -187,6 +188,8 @@ pub struct StreamDecoder {
     started: bool,
     stopped: bool,
     tools: Vec<ToolSlot>,
+    /// Reasoning was streamed and its block is not closed yet (closing emits the envelope).
+    thinking_open: bool,
 }
 
 impl StreamDecoder {
@@ -271,7 +274,16 @@ impl StreamDecoder {
 
     /// Closes whatever is still open when the upstream stream ends.
     pub fn finish(&mut self, out: &mut Vec<StreamEvent>) {
+        self.close_thinking(out);
         self.close_tools(out);
+    }
+
+    /// Ends a reasoning block with the `openai_chat` envelope as its signature, so clients that
+    /// carry signatures (Anthropic, Responses) bring it back tagged as this family's reasoning.
+    fn close_thinking(&mut self, out: &mut Vec<StreamEvent>) {
+        if std::mem::take(&mut self.thinking_open) {
+            out.push(StreamEvent::ThinkingSignature { signature: Envelope::openai_chat().encode() });
+        }
     }
 
     fn close_tools(&mut self, out: &mut Vec<StreamEvent>) {
@@ -289,13 +301,16 @@ impl StreamDecoder {
                 .filter_map(Value::as_str)
                 .find(|s| !s.is_empty());
             if let Some(text) = reasoning {
+                self.thinking_open = true;
                 out.push(StreamEvent::ThinkingDelta { text: text.to_owned() });
             }
             if let Some(text) = delta.get("content").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+                self.close_thinking(out);
                 out.push(StreamEvent::TextDelta { text: text.to_owned() });
             }
             match delta.get("tool_calls") {
                 Some(Value::Array(calls)) => {
+                    self.close_thinking(out);
                     for call in calls {
                         self.decode_tool_call(call, out);
                     }
@@ -310,6 +325,7 @@ impl StreamDecoder {
                 return;
             }
             self.stopped = true;
+            self.close_thinking(out);
             self.close_tools(out);
             out.push(StreamEvent::Stop { reason: stop_reason(reason), stop_sequence: None });
         }

@@ -7,12 +7,57 @@ use serde_json::Value;
 use crate::dialect::openai_responses::types::{Content, InItem, InPart, Input, ResponsesRequest, WireUsageIn};
 use crate::dialect::openai_responses::{REDACTED_PREFIX, RequestOptions};
 use crate::dialect::{DecodeError, from_json};
+use crate::model::reasoning::{Envelope, is_envelope};
 use crate::model::{
-    self, Effort, ImageSource, Message, Part, Role, SamplingParams, StopReason, ThinkingConfig, ToolChoice, ToolDef,
+    self, Effort, ImageSource, Message, Part, Passthrough, Role, SamplingParams, StopReason,
+    ThinkingConfig, ToolChoice, ToolDef, WireDialect,
 };
+
+/// The top-level keys [`ResponsesRequest`] maps; every other key is kept verbatim in the
+/// request's passthrough (`include`, `text`, `metadata`, `prompt_cache_key`, `service_tier`,
+/// `truncation`, `safety_identifier`, ...).
+const MAPPED_KEYS: [&str; 14] = [
+    "model",
+    "instructions",
+    "input",
+    "tools",
+    "tool_choice",
+    "max_output_tokens",
+    "temperature",
+    "top_p",
+    "reasoning",
+    "parallel_tool_calls",
+    "stream",
+    "store",
+    "previous_response_id",
+    "user",
+];
+
+/// Hosted tools the Responses upstream runs itself (their output needs nothing from the client);
+/// they are re-sent to a Responses upstream. Client-run tool types (`custom`, `local_shell`,
+/// `computer_use_preview`, ...) are left out: their calls have no canonical form.
+fn is_hosted_tool(kind: &str) -> bool {
+    kind.starts_with("web_search") || matches!(kind, "file_search" | "code_interpreter" | "image_generation" | "mcp")
+}
 
 pub(crate) fn decode_request(body: &[u8]) -> Result<(model::Request, RequestOptions), DecodeError> {
     let req: ResponsesRequest = from_json(body)?;
+    let raw: Value = from_json(body)?;
+    let mut passthrough = Passthrough::new(WireDialect::OpenaiResponses, Value::Null);
+    if let Value::Object(obj) = &raw {
+        passthrough.fields = obj
+            .iter()
+            .filter(|(k, _)| !MAPPED_KEYS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+    }
+    if let Some(tools) = raw.get("tools").and_then(Value::as_array) {
+        passthrough.tools = tools
+            .iter()
+            .filter(|t| t.get("type").and_then(Value::as_str).is_some_and(is_hosted_tool))
+            .cloned()
+            .collect();
+    }
 
     if req.model.trim().is_empty() {
         return Err(DecodeError::Invalid("`model` must be a non-empty string".into()));
@@ -57,7 +102,9 @@ pub(crate) fn decode_request(body: &[u8]) -> Result<(model::Request, RequestOpti
         Some(r) => match r.effort.as_deref() {
             Some("none") => None,
             None => Some(ThinkingConfig::default()),
-            Some(effort) => Some(ThinkingConfig { budget_tokens: None, effort: Some(decode_effort(effort)?) }),
+            Some(effort) => {
+                Some(ThinkingConfig { budget_tokens: None, effort: Some(decode_effort(effort)?), adaptive: false })
+            }
         },
     };
 
@@ -78,6 +125,7 @@ pub(crate) fn decode_request(body: &[u8]) -> Result<(model::Request, RequestOpti
         stream: req.stream.unwrap_or(false),
         parallel_tool_calls: req.parallel_tool_calls,
         user: req.user,
+        passthrough: Some(Box::new(passthrough)),
     };
     Ok((request, opts))
 }
@@ -231,7 +279,9 @@ fn decode_item(i: usize, item: InItem, messages: &mut Vec<Message>) -> Result<()
             push_merged(messages, Role::Tool, Part::ToolResult { tool_use_id, content, is_error: false });
         }
         "reasoning" => {
-            if let Some(part) = decode_reasoning(&path, item.summary, item.content, item.encrypted_content)? {
+            if let Some(part) =
+                decode_reasoning(&path, item.id.as_deref(), item.summary, item.content, item.encrypted_content)?
+            {
                 push_merged(messages, Role::Assistant, part);
             }
         }
@@ -251,6 +301,7 @@ fn decode_item(i: usize, item: InItem, messages: &mut Vec<Message>) -> Result<()
 /// nothing (no text, no envelope).
 pub(crate) fn decode_reasoning(
     path: &str,
+    id: Option<&str>,
     summary: Option<Vec<InPart>>,
     content: Option<Content>,
     encrypted: Option<String>,
@@ -289,7 +340,13 @@ pub(crate) fn decode_reasoning(
     if text.is_empty() && encrypted.is_none() {
         return Ok(None);
     }
-    Ok(Some(Part::Thinking { text, signature: encrypted }))
+    Ok(Some(Part::Thinking { text, signature: encrypted.map(|e| canonical_encrypted(id, &e)) }))
+}
+
+/// The canonical signature for an `encrypted_content`: an envelope stays as it is (Keyhaven gave
+/// it out); anything else is this family's own reasoning, wrapped with its item id.
+pub(crate) fn canonical_encrypted(id: Option<&str>, encrypted: &str) -> String {
+    if is_envelope(encrypted) { encrypted.to_owned() } else { Envelope::openai_responses(id, Some(encrypted)).encode() }
 }
 
 fn decode_content(path: &str, content: Option<Content>, role: Role) -> Result<Vec<Part>, DecodeError> {
@@ -414,7 +471,9 @@ pub(crate) fn output_parts(items: Vec<InItem>) -> Result<Vec<Part>, DecodeError>
         match item.kind.as_deref().unwrap_or("message") {
             "message" => parts.extend(decode_content(&path, item.content, Role::Assistant)?),
             "reasoning" => {
-                if let Some(p) = decode_reasoning(&path, item.summary, item.content, item.encrypted_content)? {
+                if let Some(p) =
+                    decode_reasoning(&path, item.id.as_deref(), item.summary, item.content, item.encrypted_content)?
+                {
                     parts.push(p);
                 }
             }

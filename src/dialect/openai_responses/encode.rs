@@ -6,7 +6,10 @@ use serde_json::{Map, Value, json};
 
 use crate::dialect::openai_responses::types::WireUsageOut;
 use crate::dialect::openai_responses::{EncodeOptions, REDACTED_PREFIX};
-use crate::model::{self, Effort, ErrorInfo, ErrorKind, Part, Role, StopReason, ToolChoice, Usage};
+use crate::model::reasoning::{Envelope, Family, is_envelope};
+use crate::model::{
+    self, Effort, ErrorInfo, ErrorKind, Part, Passthrough, Role, StopReason, ToolChoice, Usage, WireDialect,
+};
 
 // ---------------------------------------------------------------------------------------------
 // Output items and response objects (shared with the stream encoder)
@@ -27,6 +30,12 @@ pub(crate) fn message_item(id: &str, status: &str, text: Option<&str>) -> Value 
         None => Vec::new(),
     };
     json!({"id": id, "type": "message", "status": status, "role": "assistant", "content": content})
+}
+
+/// The `encrypted_content` a client gets for a canonical signature: envelopes as they are, and a
+/// raw (Anthropic) signature wrapped, so it comes back tagged with its family.
+pub(crate) fn client_encrypted(signature: &str) -> String {
+    if is_envelope(signature) { signature.to_owned() } else { Envelope::anthropic(signature).encode() }
 }
 
 /// A reasoning item: the thinking text as one summary part, the envelope as `encrypted_content`.
@@ -132,7 +141,8 @@ pub(crate) fn encode_response(resp: &model::Response) -> Value {
             Part::Text { text: t, .. } => text.push_str(t),
             Part::Thinking { text: t, signature } => {
                 flush(&mut text, &mut output, &mut ids);
-                output.push(reasoning_item(&ids.next("rs"), t, signature.as_deref()));
+                let encrypted = signature.as_deref().map(client_encrypted);
+                output.push(reasoning_item(&ids.next("rs"), t, encrypted.as_deref()));
             }
             Part::RedactedThinking { data } => {
                 flush(&mut text, &mut output, &mut ids);
@@ -264,6 +274,33 @@ pub(crate) fn encode_request(req: &model::Request, upstream_model: &str, opts: &
     }
     body.insert("store".into(), json!(false));
     body.insert("stream".into(), json!(true));
+    // A Responses client's own extras (include, text, prompt_cache_key, service_tier, ...) and its
+    // hosted tools go to a Responses upstream verbatim; other dialects' extras never do.
+    if let Some(pt) = Passthrough::of(req, WireDialect::OpenaiResponses) {
+        if !pt.tools.is_empty() {
+            if let Some(Value::Array(tools)) = body.get_mut("tools") {
+                tools.extend(pt.tools.iter().cloned());
+            } else {
+                body.insert("tools".into(), Value::Array(pt.tools.clone()));
+            }
+        }
+        for (key, value) in &pt.fields {
+            match (key.as_str(), body.get_mut(key)) {
+                // Both asked for: the union, Keyhaven's first.
+                ("include", Some(Value::Array(ours))) => {
+                    for item in value.as_array().into_iter().flatten() {
+                        if !ours.contains(item) {
+                            ours.push(item.clone());
+                        }
+                    }
+                }
+                (_, Some(_)) => {}
+                (_, None) => {
+                    body.insert(key.clone(), value.clone());
+                }
+            }
+        }
+    }
     Value::Object(body)
 }
 
@@ -335,9 +372,19 @@ fn encode_assistant(parts: &[&Part], out: &mut Vec<Value>) {
         match part {
             Part::Text { text: t, .. } => text.push_str(t),
             Part::Thinking { text: t, signature: Some(signature) } => {
+                // Only this family's own reasoning goes back, with its own id and ciphertext.
+                let Some(Envelope { family: Family::OpenaiResponses, id, data: Some(encrypted) }) =
+                    Envelope::of_signature(signature)
+                else {
+                    continue;
+                };
                 flush(&mut text, out);
                 let summary = if t.is_empty() { Vec::new() } else { vec![json!({"type": "summary_text", "text": t})] };
-                out.push(json!({"type": "reasoning", "summary": summary, "encrypted_content": signature}));
+                let mut item = json!({"type": "reasoning", "summary": summary, "encrypted_content": encrypted});
+                if let (Some(id), Value::Object(obj)) = (id, &mut item) {
+                    obj.insert("id".into(), json!(id));
+                }
+                out.push(item);
             }
             Part::ToolUse { id, name, input } => {
                 flush(&mut text, out);

@@ -22,11 +22,15 @@
 //!   types (server-side tool calls) are skipped with a warning. `input_image` takes an
 //!   `http(s)` or `data:` URL; `input_file` only an image sent as a data URL.
 //! - Reasoning items: the `summary_text` parts (joined with a blank line; if there are none,
-//!   the `reasoning_text` content) are the [`model::Part::Thinking`] text, and
-//!   `encrypted_content` is its `signature`, kept verbatim. So Anthropic's signed thinking goes to
-//!   a Responses client (Codex) as a reasoning item and comes back signed on the next turn, and an
-//!   OpenAI upstream's encrypted reasoning comes back to it the same way. The item `id` is not
-//!   kept: outbound reasoning items carry no id (as Codex sends them with `store: false`).
+//!   the `reasoning_text` content) are the [`model::Part::Thinking`] text; an `encrypted_content`
+//!   that is not already a Keyhaven envelope is wrapped with the item `id` in an
+//!   `openai_responses` envelope (`model::reasoning`), which is its `signature`. Clients get
+//!   envelopes as `encrypted_content` (a raw Anthropic signature is wrapped in an `anthropic`
+//!   one), so every family's reasoning comes back tagged; outbound only `openai_responses`
+//!   envelopes become reasoning items, with their own `id` and `encrypted_content`.
+//! - A client's unmapped top-level keys and hosted tools (`web_search*`, `file_search`,
+//!   `code_interpreter`, `image_generation`, `mcp`) are kept in its [`model::Passthrough`] and
+//!   added to a Responses upstream's body (`include` merged); other upstreams never see them.
 //!   Anthropic's [`model::Part::RedactedThinking`] travels as a reasoning item without summary
 //!   whose `encrypted_content` is [`REDACTED_PREFIX`] + data, and decodes back to redacted
 //!   thinking. Outbound, unsigned and redacted thinking is not sent (a Responses upstream cannot
@@ -40,8 +44,8 @@
 //!   thinking (only when the provider's model may think) sends `reasoning: {effort, summary:
 //!   "auto"}` with `include: ["reasoning.encrypted_content"]`; requests are always
 //!   `store: false`, `stream: true`.
-//! - Dropped: `metadata`, `text` (output format), `include`, `prompt_cache_key`, `truncation`,
-//!   `reasoning.summary` inbound; `stop`, `seed`, `top_k` and penalties outbound (Responses has
+//! - Dropped toward other dialects: `metadata`, `text` (output format), `include`,
+//!   `prompt_cache_key`, `truncation`, `reasoning.summary`; `stop`, `seed`, `top_k` and penalties outbound (Responses has
 //!   none of them).
 //! - Usage: `input_tokens` includes `input_tokens_details.cached_tokens` (a subset), mapped with
 //!   [`model::Usage::from_openai`] and back with [`model::Usage::openai_prompt_tokens`].

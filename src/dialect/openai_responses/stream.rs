@@ -5,10 +5,12 @@ use serde_json::{Map, Value, json};
 
 use crate::dialect::DecodeError;
 use crate::dialect::openai_responses::REDACTED_PREFIX;
-use crate::dialect::openai_responses::decode::{output_parts, stop_reason};
+use crate::dialect::openai_responses::decode::{
+    canonical_encrypted, output_parts, stop_reason,
+};
 use crate::dialect::openai_responses::encode::{
-    ResponseHead, created_secs, error_code, function_call_item, item_id, message_item, output_text_part,
-    reasoning_item, response_object, status_of,
+    ResponseHead, client_encrypted, created_secs, error_code, function_call_item, item_id, message_item,
+    output_text_part, reasoning_item, response_object, status_of,
 };
 use crate::dialect::openai_responses::types::{InItem, WireUsageIn};
 use crate::dialect::sse::{SseEvent, write_event};
@@ -262,7 +264,7 @@ impl StreamEncoder {
             StreamEvent::ThinkingSignature { signature } => {
                 self.ensure_started(out);
                 self.open_reasoning(out);
-                self.close_reasoning(out, Some(signature));
+                self.close_reasoning(out, Some(&client_encrypted(signature)));
             }
             StreamEvent::RedactedThinking { data } => {
                 self.ensure_started(out);
@@ -815,7 +817,9 @@ fn reasoning_events(item: &Value, with_text: bool, out: &mut Vec<StreamEvent>) {
     if let Some(enc) = str_field(item, "encrypted_content").filter(|e| !e.is_empty()) {
         match enc.strip_prefix(REDACTED_PREFIX) {
             Some(data) => out.push(StreamEvent::RedactedThinking { data: data.to_owned() }),
-            None => out.push(StreamEvent::ThinkingSignature { signature: enc.to_owned() }),
+            None => {
+                out.push(StreamEvent::ThinkingSignature { signature: canonical_encrypted(str_field(item, "id"), enc) })
+            }
         }
     }
 }

@@ -16,6 +16,7 @@ use crate::dialect::openai_responses::{
     encode_error, encode_request, encode_response,
 };
 use crate::dialect::sse::{self, SseEvent};
+use crate::model::reasoning::Envelope;
 use crate::model::{self, Accumulator, ErrorInfo, ErrorKind, Part, Role, StopReason, StreamEvent, ToolChoice};
 
 // ---------------------------------------------------------------------------------------------
@@ -162,11 +163,17 @@ fn stream_encode_fixtures() {
         let (want, got) = (accumulate(&sent), accumulate(&decoded));
         assert_eq!(text_of(&got.content), text_of(&want.content), "{name}: text survives");
         assert_eq!(tool_uses(&got.content), tool_uses(&want.content), "{name}: calls survive");
-        let thinking = |r: &model::Response| -> Vec<Part> {
+        // A raw (Anthropic) signature comes back inside an `anthropic` envelope: same reasoning.
+        let thinking = |r: &model::Response| -> Vec<(String, Option<Envelope>)> {
             r.content
                 .iter()
-                .filter(|p| matches!(p, Part::Thinking { .. } | Part::RedactedThinking { .. }))
-                .cloned()
+                .filter_map(|p| match p {
+                    Part::Thinking { text, signature } => {
+                        Some((text.clone(), signature.as_deref().and_then(Envelope::of_signature)))
+                    }
+                    Part::RedactedThinking { data } => Some((format!("redacted:{data}"), None)),
+                    _ => None,
+                })
                 .collect()
         };
         assert_eq!(thinking(&got), thinking(&want), "{name}: reasoning and envelopes survive");
@@ -290,7 +297,11 @@ fn codex_request_decodes_with_its_tool_history() {
     assert_eq!(kinds, ["thinking", "text", "tool_use", "tool_use"]);
     assert_eq!(
         req.messages[6].content[0],
-        Part::Thinking { text: String::new(), signature: Some("gAAAAABoEnc2-second".into()) }
+        Part::Thinking {
+            text: String::new(),
+            // Codex's own ciphertext, tagged as Responses reasoning (the item had no id).
+            signature: Some(Envelope::openai_responses(None, Some("gAAAAABoEnc2-second")).encode())
+        }
     );
 }
 
@@ -408,7 +419,8 @@ fn function_call_items_are_complete_when_done() {
     let output = completed["response"]["output"].as_array().expect("output");
     let types: Vec<&str> = output.iter().filter_map(|i| i["type"].as_str()).collect();
     assert_eq!(types, ["reasoning", "reasoning", "message", "function_call", "function_call"]);
-    assert_eq!(output[0]["encrypted_content"], json!("EqQBCkYIBxgCKkBsig=="));
+    // An Anthropic signature reaches a Responses client inside an `anthropic` envelope.
+    assert_eq!(output[0]["encrypted_content"], json!(Envelope::anthropic("EqQBCkYIBxgCKkBsig==").encode()));
     assert_eq!(output[1]["encrypted_content"], json!(format!("{REDACTED_PREFIX}RkVEQ0JB")));
     assert!(output.iter().all(|i| i["type"] != "function_call" || i["arguments"].is_string()));
     assert_eq!(completed["response"]["usage"]["output_tokens_details"]["reasoning_tokens"], json!(9));

@@ -86,6 +86,9 @@ impl<'de> Deserialize<'de> for Input {
 pub(crate) struct InItem {
     #[serde(default, rename = "type")]
     pub kind: Option<String>,
+    /// The item id (kept for reasoning items: a Responses upstream wants its own id back).
+    #[serde(default)]
+    pub id: Option<String>,
     #[serde(default)]
     pub role: Option<String>,
     /// Message content, or the reasoning text of a `reasoning` item.

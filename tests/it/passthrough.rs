@@ -1,0 +1,249 @@
+//! What real clients send reaches the upstream (issue 13 §1, §2): a Claude Code–shaped request goes
+//! to an Anthropic upstream unchanged (model name aside) with the client's `anthropic-beta`, is
+//! translated for a Chat upstream, and reasoning comes back to the client in an envelope that
+//! restores the upstream's own reasoning on the next turn. Expected bodies are written by hand
+//! from the vendors' documented formats.
+
+use serde_json::{Value, json};
+
+use crate::support::fixtures::{Case, upstream_sse};
+use crate::support::{Client, MockUpstream, Reply, TestEngine, Up};
+
+/// The envelope of OpenAI-compatible Chat reasoning: `khr1.` + base64url(`{"f":"openai_chat"}`).
+const CHAT_ENVELOPE: &str = "khr1.eyJmIjoib3BlbmFpX2NoYXQifQ";
+
+const BETAS: &str = "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,mid-conversation-system-2026-04-07,effort-2025-11-24";
+
+/// Claude Code 2.1's first requests, reduced: every field and block kind it sends.
+fn claude_code_body(model: &str) -> Value {
+    json!({
+        "model": model,
+        "max_tokens": 32000,
+        "stream": true,
+        "system": [
+            {"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude."},
+            {"type": "text", "text": "Tool guidance.", "cache_control": {"type": "ephemeral"}}
+        ],
+        "messages": [
+            {"role": "user", "content": [
+                {"type": "text", "text": "What is in notes.pdf?", "cache_control": {"type": "ephemeral"}},
+                {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "notes"}, "cache_control": {"type": "ephemeral"}}
+            ]},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "I should read it.", "signature": "EqQBCkYIBxgCKkBsig==", "cache_control": {"type": "ephemeral"}},
+                {"type": "tool_use", "id": "toolu_01", "name": "Read", "input": {"file_path": "/w/notes.pdf"}, "cache_control": {"type": "ephemeral"}}
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_01", "content": "notes", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+            ]},
+            {"role": "system", "content": "<system-reminder>The todo list is empty.</system-reminder>"},
+            {"role": "user", "content": [{"type": "text", "text": "Summarise.", "cache_control": {"type": "ephemeral"}}]}
+        ],
+        "tools": [
+            {"name": "Read", "description": "Reads a file", "input_schema": {"type": "object", "properties": {"file_path": {"type": "string"}}, "required": ["file_path"]}, "cache_control": {"type": "ephemeral"}},
+            {"type": "web_search_20250305", "name": "web_search", "max_uses": 5},
+            {"type": "web_fetch_20250910", "name": "web_fetch"},
+            {"type": "code_execution_20250825", "name": "code_execution"},
+            {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"},
+            {"type": "bash_20250124", "name": "bash"}
+        ],
+        "thinking": {"type": "adaptive"},
+        "output_config": {"effort": "high"},
+        "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": {"type": "thinking_turns", "value": 1}}]},
+        "metadata": {"user_id": "user_abc_account__session_1"},
+        "mcp_servers": [{"type": "url", "url": "https://mcp.example.com/sse", "name": "example"}],
+        "container": "container_1"
+    })
+}
+
+async fn post_claude_code(engine: &TestEngine, body: &Value) -> reqwest::Response {
+    engine
+        .http
+        .post(engine.url("/v1/messages?beta=true"))
+        .header("content-type", "application/json")
+        .header("anthropic-version", "2023-06-01")
+        .header("anthropic-beta", BETAS)
+        .header("x-claude-code-session-id", "8c1f0a52-6d0e-4a51-9d1c-2b0f3a4e5d6c")
+        .header("user-agent", "claude-cli/2.1.0 (external, cli)")
+        .json(body)
+        .send()
+        .await
+        .expect("request reaches the engine")
+}
+
+#[tokio::test]
+async fn claude_code_request_reaches_anthropic_unchanged_with_its_betas() {
+    let mock = MockUpstream::start().await;
+    mock.push(Reply::sse(&upstream_sse(Up::Anthropic, Case::Text)));
+    let engine = TestEngine::start(&mock).await;
+
+    let body = claude_code_body("an-model");
+    let resp = post_claude_code(&engine, &body).await;
+    assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap_or_default());
+    let _ = resp.text().await;
+
+    let seen = mock.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].path, "/v1/messages");
+    let mut expected = body.clone();
+    expected["model"] = json!("claude-sonnet-4-5");
+    assert_eq!(seen[0].body, expected, "the client's body, only the model name replaced");
+    let beta = seen[0].headers.get("anthropic-beta").and_then(|v| v.to_str().ok());
+    assert_eq!(beta, Some(BETAS));
+    engine.stop().await;
+}
+
+#[tokio::test]
+async fn foreign_envelopes_never_reach_anthropic() {
+    let mock = MockUpstream::start().await;
+    mock.push(Reply::sse(&upstream_sse(Up::Anthropic, Case::Text)));
+    let engine = TestEngine::start(&mock).await;
+
+    // The conversation ran on a Chat reasoner before; its thinking carries the Chat envelope.
+    let mut body = claude_code_body("an-model");
+    body["messages"][1]["content"][0]["signature"] = json!(CHAT_ENVELOPE);
+    let resp = post_claude_code(&engine, &body).await;
+    assert_eq!(resp.status(), 200);
+    let _ = resp.text().await;
+
+    let mut expected = body.clone();
+    expected["model"] = json!("claude-sonnet-4-5");
+    expected["messages"][1]["content"] = json!([
+        {"type": "tool_use", "id": "toolu_01", "name": "Read", "input": {"file_path": "/w/notes.pdf"}, "cache_control": {"type": "ephemeral"}}
+    ]);
+    assert_eq!(mock.seen()[0].body, expected, "the foreign thinking block is dropped, nothing else changes");
+    engine.stop().await;
+}
+
+#[tokio::test]
+async fn claude_code_request_is_translated_for_a_chat_upstream() {
+    let mock = MockUpstream::start().await;
+    mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)));
+    let engine = TestEngine::start(&mock).await;
+
+    let mut body = claude_code_body("oa-model");
+    // Thinking that came from this Chat reasoner on the previous turn.
+    body["messages"][1]["content"][0]["signature"] = json!(CHAT_ENVELOPE);
+    let resp = post_claude_code(&engine, &body).await;
+    assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap_or_default());
+    let _ = resp.text().await;
+
+    let seen = mock.seen();
+    assert_eq!(seen[0].path, "/v1/chat/completions");
+    assert!(seen[0].headers.get("anthropic-beta").is_none());
+    // Chat Completions: system messages where they were, reasoning_content next to the tool
+    // call, the tool result as a `tool` message, effort as reasoning_effort, server tools and
+    // Anthropic-only fields left out.
+    let expected = json!({
+        "model": "gpt-4o-mini",
+        "messages": [
+            {"role": "system", "content": "You are Claude Code, Anthropic's official CLI for Claude.\n\nTool guidance."},
+            {"role": "user", "content": [{"type": "text", "text": "What is in notes.pdf?"}, {"type": "text", "text": "notes"}]},
+            {"role": "assistant", "content": null, "reasoning_content": "I should read it.",
+             "tool_calls": [{"id": "toolu_01", "type": "function", "function": {"name": "Read", "arguments": "{\"file_path\":\"/w/notes.pdf\"}"}}]},
+            {"role": "tool", "tool_call_id": "toolu_01", "content": "notes"},
+            {"role": "system", "content": "<system-reminder>The todo list is empty.</system-reminder>"},
+            {"role": "user", "content": "Summarise."}
+        ],
+        "tools": [{"type": "function", "function": {"name": "Read", "description": "Reads a file",
+            "parameters": {"type": "object", "properties": {"file_path": {"type": "string"}}, "required": ["file_path"]}}}],
+        "max_tokens": 32000,
+        "user": "user_abc_account__session_1",
+        "reasoning_effort": "high",
+        "stream": true,
+        "stream_options": {"include_usage": true}
+    });
+    assert_eq!(seen[0].body, expected);
+    engine.stop().await;
+}
+
+#[tokio::test]
+async fn chat_reasoning_reaches_an_anthropic_client_in_an_envelope() {
+    let mock = MockUpstream::start().await;
+    mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Thinking)));
+    let engine = TestEngine::start(&mock).await;
+
+    let body = json!({"model": "oa-model", "max_tokens": 100, "thinking": {"type": "adaptive"},
+        "messages": [{"role": "user", "content": "2+2?"}]});
+    let resp = engine.post(Client::Anthropic, &body).await;
+    assert_eq!(resp.status(), 200);
+    let answer: Value = resp.json().await.expect("JSON");
+    assert_eq!(
+        answer["content"][0],
+        json!({"type": "thinking", "thinking": "Let me think.", "signature": CHAT_ENVELOPE})
+    );
+    assert_eq!(answer["content"][1], json!({"type": "text", "text": "Answer: 4"}));
+    engine.stop().await;
+}
+
+#[tokio::test]
+async fn chat_reasoning_reaches_a_responses_client_with_encrypted_content() {
+    let mock = MockUpstream::start().await;
+    mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Thinking)));
+    let engine = TestEngine::start(&mock).await;
+
+    let body = json!({"model": "oa-model", "input": "2+2?", "reasoning": {"effort": "low"}, "store": false,
+        "include": ["reasoning.encrypted_content"]});
+    let resp = engine.post(Client::Responses, &body).await;
+    assert_eq!(resp.status(), 200);
+    let answer: Value = resp.json().await.expect("JSON");
+    let reasoning = &answer["output"][0];
+    assert_eq!(reasoning["type"], json!("reasoning"));
+    assert_eq!(reasoning["summary"], json!([{"type": "summary_text", "text": "Let me think."}]));
+    assert_eq!(reasoning["encrypted_content"], json!(CHAT_ENVELOPE));
+
+    // The next turn replays it: the Chat upstream gets its reasoning back as reasoning_content.
+    mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)));
+    let next = json!({"model": "oa-model", "store": false, "input": [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "2+2?"}]},
+        {"type": "reasoning", "id": "rs_x", "summary": [{"type": "summary_text", "text": "Let me think."}], "encrypted_content": CHAT_ENVELOPE},
+        {"type": "function_call", "call_id": "call_1", "name": "calc", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "4"}
+    ]});
+    let resp = engine.post(Client::Responses, &next).await;
+    assert_eq!(resp.status(), 200);
+    let _ = resp.text().await;
+    let sent = &mock.seen()[1].body;
+    assert_eq!(
+        sent["messages"][1],
+        json!({"role": "assistant", "content": null, "reasoning_content": "Let me think.",
+            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "calc", "arguments": "{}"}}]})
+    );
+    engine.stop().await;
+}
+
+#[tokio::test]
+async fn responses_reasoning_is_restored_with_its_own_id_and_ciphertext() {
+    let mock = MockUpstream::start().await;
+    mock.push(Reply::sse(&upstream_sse(Up::Responses, Case::Text)));
+    let engine = TestEngine::start(&mock).await;
+
+    // An Anthropic client replays a turn that ran on the Responses upstream: the envelope holds
+    // the upstream's item id and encrypted_content (`{"f":"openai_responses","id":"rs_9","d":"gAAAA-enc"}`).
+    let envelope = "khr1.eyJmIjoib3BlbmFpX3Jlc3BvbnNlcyIsImlkIjoicnNfOSIsImQiOiJnQUFBQS1lbmMifQ";
+    let body = json!({"model": "rs-model", "max_tokens": 100, "thinking": {"type": "adaptive"}, "messages": [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "Use the tool.", "signature": envelope},
+            {"type": "thinking", "thinking": "Anthropic's own.", "signature": "EqQBCkYIBxgCKkBsig=="},
+            {"type": "tool_use", "id": "call_w", "name": "weather", "input": {}}
+        ]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_w", "content": "sunny"}]}
+    ]});
+    let resp = engine.post(Client::Anthropic, &body).await;
+    assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap_or_default());
+    let _ = resp.text().await;
+    let sent = &mock.seen()[0].body;
+    assert_eq!(sent["store"], json!(false));
+    assert_eq!(
+        sent["input"],
+        json!([
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "weather?"}]},
+            {"type": "reasoning", "id": "rs_9", "summary": [{"type": "summary_text", "text": "Use the tool."}], "encrypted_content": "gAAAA-enc"},
+            {"type": "function_call", "call_id": "call_w", "name": "weather", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "call_w", "output": "sunny"}
+        ]),
+        "the Responses reasoning item is restored before its call; Anthropic's thinking is not sent"
+    );
+    engine.stop().await;
+}
