@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{RetryConfig, RoutingConfig, TimeoutConfig};
 use crate::model::{self, Accumulator, CallFinish, CallStart, CallStatus, StreamEvent};
+use crate::provider::memory::ReasoningMemory;
 use crate::provider::emulation::{self, Emulator, Finish};
 use crate::provider::error::ProviderError;
 use crate::provider::health::{HealthBook, ProviderHealth};
@@ -94,6 +95,8 @@ pub struct Gateway {
     health: HealthBook,
     /// Connections to local Lingma assistants (the `lingma` kind).
     lingma: Arc<lingma::Registry>,
+    /// Reasoning before each tool call, for replays that lost it (`provider::memory`).
+    memory: Arc<ReasoningMemory>,
 }
 
 /// What a successful open hands to the [`CallStream`].
@@ -155,6 +158,7 @@ impl Gateway {
             opts,
             health,
             lingma: Arc::new(lingma::Registry::default()),
+            memory: Arc::new(ReasoningMemory::default()),
         }
     }
 
@@ -180,11 +184,17 @@ impl Gateway {
 
     /// Starts a call. On `Ok`, the upstream accepted the request and its first event is in hand;
     /// on `Err`, nothing was sent to the client yet and the record is already finalised.
-    pub async fn call(&self, req: model::Request, ctx: CallContext) -> Result<CallStream, CallFailure> {
+    pub async fn call(&self, mut req: model::Request, ctx: CallContext) -> Result<CallStream, CallFailure> {
         let started = Instant::now();
         let catalog = self.catalog();
         let candidates = catalog.candidates(&req.model);
         let route = candidates.first().cloned();
+        if let Some(r) = &route {
+            let restored = self.memory.restore(&r.provider.name, &mut req);
+            if restored > 0 {
+                tracing::debug!(call = %ctx.id, restored, "reasoning put back from the gateway's memory");
+            }
+        }
         let mut guard = CallGuard {
             sink: self.sink.clone(),
             id: ctx.id.clone(),
@@ -199,6 +209,7 @@ impl Gateway {
             retries: 0,
             ttft: None,
             acc: Some(Accumulator::new()),
+            memory: self.memory.clone(),
             request_body: None,
             upstream_wait: Duration::ZERO,
             accepted: false,
@@ -472,6 +483,7 @@ struct CallGuard {
     retries: u32,
     ttft: Option<Duration>,
     acc: Option<Accumulator>,
+    memory: Arc<ReasoningMemory>,
     request_body: Option<String>,
     /// Time spent waiting on the upstream (attempts and backoff) before the first event.
     upstream_wait: Duration,
@@ -527,8 +539,13 @@ impl CallGuard {
             (CallStatus::Canceled, _) => None,
             _ => Some(200),
         };
-        let response_body = (self.capture && (status != CallStatus::Error || self.ttft.is_some()))
-            .then(|| acc.finish(0))
+        let capture = self.capture && (status != CallStatus::Error || self.ttft.is_some());
+        let answer = (capture || status == CallStatus::Ok).then(|| acc.finish(0));
+        if let (CallStatus::Ok, Some(answer), Some(route)) = (status, &answer, &self.route) {
+            self.memory.remember(&route.provider.name, &answer.content);
+        }
+        let response_body = answer
+            .filter(|_| capture)
             .and_then(|r| serde_json::to_string(&r).ok())
             .map(|t| self.cap(&t));
         CallFinish {

@@ -11,6 +11,7 @@ pub mod emulation;
 mod error;
 mod gateway;
 mod health;
+mod memory;
 pub mod lingma;
 mod recorder;
 mod retry;
