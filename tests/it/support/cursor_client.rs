@@ -369,6 +369,7 @@ pub fn agreeable_user() -> User {
                     .map(|q| agent::AskQuestionAnswer {
                         question_id: q.id.clone(),
                         selected_option_ids: q.options.iter().take(1).map(|o| o.id.clone()).collect(),
+                        freeform_text: None,
                     })
                     .collect();
                 interaction_response::Result::AskQuestionInteractionResponse(agent::AskQuestionInteractionResponse {
@@ -970,6 +971,7 @@ impl Workspace {
                         total_lines: total,
                         file_size: i64::try_from(text.len()).expect("size"),
                         truncated: false,
+                        output_blob_id: None,
                     })
                 }
             },
