@@ -725,6 +725,8 @@ async fn drive(
             }
             Envelope::Message(m) => {
                 assert!(seen.end.is_none(), "nothing follows the end-stream frame");
+                // Every frame against the independent description of Cursor's types.
+                crate::support::cursor_schema::assert_server_message(&m);
                 connect::decode_message::<agent::AgentServerMessage>(&m).expect("server message")
             }
         };
@@ -737,8 +739,9 @@ async fn drive(
             Some(agent_server_message::Message::ExecServerControlMessage(agent::ExecServerControlMessage {
                 message: Some(exec_server_control_message::Message::Abort(a)),
             })) => seen.aborts.push(a.id),
-            Some(agent_server_message::Message::ConversationCheckpointUpdate(_)) => {
+            Some(agent_server_message::Message::ConversationCheckpointUpdate(state)) => {
                 seen.kv_log.push(format!("checkpoint {}", seen.msgs.len() - 1));
+                check_checkpoint_blobs(&state, &blobs);
             }
             Some(agent_server_message::Message::KvServerMessage(k)) => {
                 // Answered in line, in order, like the IDE's KV handler.
@@ -800,6 +803,29 @@ async fn drive(
         let _ = t.await;
     }
     seen
+}
+
+/// Checks the blobs a checkpoint names (they were stored before it) against the independent
+/// description: turns, their user message and steps, and the serialized todos.
+fn check_checkpoint_blobs(state: &agent::ConversationStateStructure, blobs: &BlobStore) {
+    use crate::support::cursor_schema::assert_blob;
+    let store = blobs.lock().expect("blobs");
+    for todo in &state.todos {
+        assert_blob("TodoItem", todo);
+    }
+    for id in &state.turns {
+        let Some(data) = store.get(id) else { continue };
+        assert_blob("ConversationTurnStructure", data);
+        let turn = agent::ConversationTurnStructure::decode(data.as_slice()).expect("turn blob");
+        if let Some(agent::conversation_turn_structure::Turn::AgentConversationTurn(t)) = turn.turn {
+            if let Some(user) = store.get(&t.user_message) {
+                assert_blob("UserMessage", user);
+            }
+            for step in t.steps.iter().filter_map(|s| store.get(s)) {
+                assert_blob("ConversationStep", step);
+            }
+        }
+    }
 }
 
 /// Answers one exec per `act`: the replies, then `stream_close`.
