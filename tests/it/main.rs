@@ -10,6 +10,7 @@ mod connect_wire;
 mod control;
 mod conversation_delivery;
 mod count_tokens;
+mod cursor_context;
 mod cursor_sim;
 mod durability;
 mod emulation;

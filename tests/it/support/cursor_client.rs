@@ -277,6 +277,12 @@ pub struct Turn {
     pub model: String,
     /// Send `summarize_action` as the run's action instead of the user message.
     pub summarize: bool,
+    /// What the user attached (`UserMessage.selected_context`).
+    pub selected: Option<agent::SelectedContext>,
+    /// The request context's rules, skills, instructions and switches (`env` is filled in).
+    pub context: agent::RequestContext,
+    /// The message text moved into a blob (`text` is then sent empty).
+    pub text_blob_id: Option<Vec<u8>>,
 }
 
 impl Turn {
@@ -293,6 +299,9 @@ impl Turn {
             resume: false,
             model: "oa-model".into(),
             summarize: false,
+            selected: None,
+            context: agent::RequestContext::default(),
+            text_blob_id: None,
         }
     }
 
@@ -543,8 +552,14 @@ impl CursorSim {
 
     /// Opens RunSSE, appends the run request (seqno 0) and starts answering execs per `policy`.
     pub async fn start_run(&self, turn: &Turn, policy: Policy) -> Run {
+        self.start_run_at(turn, 0, policy).await
+    }
+
+    /// As [`CursorSim::start_run`], with the run request at append seqno `first` (later appends
+    /// follow it).
+    pub async fn start_run_at(&self, turn: &Turn, first: u64, policy: Policy) -> Run {
         let resp = self.open_run_sse(&turn.request_id).await;
-        let seq = Arc::new(AtomicU64::new(0));
+        let seq = Arc::new(AtomicU64::new(first));
         let first = seq.fetch_add(1, Ordering::SeqCst);
         self.conn.append(&turn.request_id, first, &run_request(turn, &self.ws.root_str()).encode_to_vec()).await;
         self.read_run(&turn.request_id, resp, seq, policy)
@@ -656,7 +671,7 @@ pub fn run_request(turn: &Turn, workspace: &str) -> agent::AgentClientMessage {
             shell: "sh".into(),
             ..Default::default()
         }),
-        ..Default::default()
+        ..turn.context.clone()
     };
     let action = if turn.summarize {
         agent::conversation_action::Action::SummarizeAction(agent::SummarizeAction {})
@@ -665,9 +680,11 @@ pub fn run_request(turn: &Turn, workspace: &str) -> agent::AgentClientMessage {
     } else {
         agent::conversation_action::Action::UserMessageAction(agent::UserMessageAction {
             user_message: Some(agent::UserMessage {
-                text: turn.text.clone(),
+                text: if turn.text_blob_id.is_some() { String::new() } else { turn.text.clone() },
                 message_id: turn.message_id.clone(),
                 mode: turn.mode as i32,
+                selected_context: turn.selected.clone(),
+                text_blob_id: turn.text_blob_id.clone(),
                 ..Default::default()
             }),
             request_context: Some(request_context),
@@ -1197,11 +1214,18 @@ impl Workspace {
                 Ok(text) => {
                     let diagnostics: Vec<agent::Diagnostic> = text
                         .lines()
-                        .filter(|l| l.contains("FIXME"))
-                        .map(|l| agent::Diagnostic {
+                        .enumerate()
+                        .filter(|(_, l)| l.contains("FIXME"))
+                        .map(|(i, l)| agent::Diagnostic {
                             severity: 2,
+                            range: agent::Range {
+                                start: Some(agent::Position { line: u32::try_from(i).expect("line"), column: 3 }),
+                                end: Some(agent::Position { line: u32::try_from(i).expect("line"), column: 8 }),
+                            }
+                            .encode_to_vec(),
                             message: format!("unresolved FIXME: {}", l.trim()),
                             source: "sim-lint".into(),
+                            code: b"FIX1".to_vec(),
                             ..Default::default()
                         })
                         .collect();
