@@ -479,7 +479,9 @@ async fn a_model_without_vision_is_told_an_image_was_attached_and_the_user_sees_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_request_at_seqno_five_starts_the_run() {
-    let s = cursor_client::start("").await;
+    // Local mode: the run driver's inbox takes the run request at seqno 5. (Hybrid mode's router,
+    // `api::cursor::routes`, still decides a stream's route on its seq-0 append.)
+    let s = cursor_client::start_with("", "\n[proxy]\nmode = \"local\"\n").await;
     s.mock.push(Reply::sse(&oa_text("from five")));
     let run = s.start_run_at(&Turn::new("req-seq5", "conv-seq5", "hello"), 5, run_everything()).await;
     let seen = run.finish().await;
@@ -523,7 +525,7 @@ async fn backgrounded_shells_free_text_answers_and_blob_reads_reach_the_model() 
         (
             "c-ask",
             "ask_question",
-            json!({"questions": [{"prompt": "Which database?", "options": [{"label": "sqlite"}]}]}),
+            json!({"questions": [{"prompt": "Which database?", "options": [{"label": "sqlite"}, {"label": "mysql"}]}]}),
         ),
         ("c-big", "read_file", json!({"path": "big.txt"})),
     ])));
