@@ -21,6 +21,9 @@ use bytes::Bytes;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+/// Recognises a run's first message (a `run_request`) in an append's bytes.
+pub type IsStart = dyn Fn(&[u8]) -> bool + Sync;
+
 #[derive(Debug, Clone, Copy)]
 pub struct InboxOptions {
     /// Appends buffered ahead of a gap.
@@ -111,11 +114,11 @@ impl Inbox {
     /// The run's first message: as [`Inbox::next`], except that while nothing was delivered yet
     /// a pending message for which `is_start` holds is taken at once even when lower seqnos are
     /// missing (delivery continues after it; lower seqnos are stale). Cancel-safe.
-    pub async fn first(&self, is_start: &(dyn Fn(&[u8]) -> bool + Sync)) -> Option<(u64, Bytes)> {
+    pub async fn first(&self, is_start: &IsStart) -> Option<(u64, Bytes)> {
         self.next_from(Some(is_start)).await
     }
 
-    async fn next_from(&self, is_start: Option<&(dyn Fn(&[u8]) -> bool + Sync)>) -> Option<(u64, Bytes)> {
+    async fn next_from(&self, is_start: Option<&IsStart>) -> Option<(u64, Bytes)> {
         loop {
             let notified = self.notify.notified();
             let wait = {
