@@ -23,6 +23,7 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 const MARKER: &str = "hello-from-keyhaven";
 const FINAL_TEXT: &str = "Codex-through-Keyhaven-done";
 
+
 /// `vendor/<triple>/bin/codex` inside an installed `@openai/codex-<platform>` package.
 fn find_in_node_modules(root: &Path) -> Option<PathBuf> {
     let scope = root.join("node_modules/@openai");

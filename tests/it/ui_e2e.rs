@@ -47,6 +47,7 @@ const CLAUDE_SETTINGS: &str = "{\n  // my Claude Code settings\n  \"theme\": \"d
 const CURSOR_SETTINGS: &str = "{\n  // Cursor user settings\n  \"editor.fontSize\": 14\n}\n";
 const PROXY_URL: &str = "http://127.0.0.1:4938";
 
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
