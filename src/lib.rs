@@ -8,6 +8,7 @@ pub mod control;
 pub mod cursor;
 pub mod dialect;
 pub mod model;
+pub mod perms;
 pub mod pricing;
 pub mod provider;
 pub mod proxy;

@@ -62,6 +62,9 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         limit: u32,
     },
+    /// Check the keyring, the ports, the CA in each trust store, each client's routing, each
+    /// provider with its key (one cheap request) and Cursor's HTTP/2 setting; say what to do.
+    Doctor,
     /// Point a client at Keyhaven (with a backup), or undo it with --undo.
     Setup {
         #[command(subcommand)]
@@ -72,7 +75,7 @@ enum Command {
         #[command(subcommand)]
         action: CaAction,
     },
-    /// Print the web dashboard's address and the control API token (created on first use).
+    /// Print a one-time link to the running engine's web dashboard (the token is never printed).
     Dashboard,
 }
 
@@ -133,7 +136,14 @@ const DEFAULT_PROXY_URL: &str = "http://127.0.0.1:4938";
 #[derive(Subcommand, Debug)]
 enum KeyAction {
     /// Store a key (read from standard input) under NAME; reference it as key = "keyring:NAME".
-    Set { name: String },
+    /// The key is bound to one origin and never sent anywhere else: the base URL of the providers
+    /// in the config file that use `keyring:NAME`, or `--origin`.
+    Set {
+        name: String,
+        /// The URL (or origin) the key is for, e.g. https://api.anthropic.com.
+        #[arg(long)]
+        origin: Option<String>,
+    },
     /// Remove the key stored under NAME.
     Rm { name: String },
 }
@@ -164,8 +174,10 @@ fn main() -> anyhow::Result<()> {
     {
         use tracing_subscriber::layer::SubscriberExt;
         use tracing_subscriber::util::SubscriberInitExt;
+        // `doctor` runs a private engine whose start-up lines would bury the report.
+        let quiet = matches!(cli.command, Some(Command::Doctor));
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(if quiet { "warn" } else { "info" }));
         tracing_subscriber::registry()
             .with(filter)
             .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
@@ -200,9 +212,16 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Key { action } => key(action, &mut out),
+        Command::Key { action } => {
+            let file = match std::fs::read_to_string(&paths.config) {
+                Ok(text) => Some(config::load_str(&paths.config.display().to_string(), &text)?),
+                Err(_) => None,
+            };
+            key(action, file.as_ref(), &mut out)
+        }
         Command::Usage { days } => usage(&paths.database, days, &mut out),
         Command::Calls { limit } => calls(&paths.database, limit, &mut out),
+        Command::Doctor => doctor(&host, &paths, &mut out),
         Command::Setup { target } => setup_command(&paths, target, &mut out),
         Command::Ca { action } => {
             let file = load_config(&paths.config, &mut out)?;
@@ -320,7 +339,9 @@ fn dollars(micros_per_mtok: u64) -> String {
     format!("{:.2}", micros_per_mtok as f64 / 1e6)
 }
 
-/// The dashboard address and the control token, for the browser UI and scripts.
+/// A one-time link to the web dashboard of the running engine: the CLI holds the 0600 token file
+/// and asks the engine (`POST /api/session/nonce`) for a nonce; the browser trades it for a
+/// session cookie. The token itself is never printed.
 fn dashboard(paths: &Paths, out: &mut impl Write) -> anyhow::Result<()> {
     let token = ControlToken::load_or_create(&paths.data)?;
     let listen = if paths.config.exists() {
@@ -329,13 +350,13 @@ fn dashboard(paths: &Paths, out: &mut impl Write) -> anyhow::Result<()> {
     } else {
         config::ServerConfig::default().listen
     };
-    writeln!(out, "Dashboard:     http://{listen}/  (needs [server] ui_dir and a running `keyhaven serve`)")?;
-    writeln!(out, "Control API:   http://{listen}/api/status")?;
-    writeln!(out, "Control token: {}", token.expose())?;
-    writeln!(out, "  e.g. curl -H 'Authorization: Bearer {}' http://{listen}/api/status", token.expose())?;
+    let url = host::request_dashboard_link(listen, &token)?;
+    writeln!(out, "Open the dashboard: {url}")?;
+    writeln!(out, "  (works once, within a minute; needs [server] ui_dir, or the app's headless mode)")?;
+    let api = host::loopback(listen);
     writeln!(
         out,
-        "The token is kept in {} (0600); anyone who has it can change Keyhaven.",
+        "Scripts: curl -H \"Authorization: Bearer $(cat {})\" http://{api}/api/status",
         ControlToken::path(&paths.data).display()
     )?;
     Ok(())
@@ -364,7 +385,7 @@ fn serve(
         let handle = supervisor.start().await?;
         // A closed stdout (a supervisor that stopped reading) must not stop the gateway.
         let mut out = std::io::stdout().lock();
-        let _ = write!(out, "{}", host::banner(&handle, models, ui, &data_dir, None));
+        let _ = write!(out, "{}", host::banner(&handle, models, ui, &data_dir));
         let _ = out.flush();
         drop(out);
         shutdown_signal().await;
@@ -394,20 +415,50 @@ async fn shutdown_signal() {
     }
 }
 
-fn key(action: KeyAction, out: &mut impl Write) -> anyhow::Result<()> {
+fn key(action: KeyAction, file: Option<&FileConfig>, out: &mut impl Write) -> anyhow::Result<()> {
     let keyring = OsKeyring;
     match action {
-        KeyAction::Set { name } => {
+        KeyAction::Set { name, origin } => {
+            let origin = match origin {
+                Some(o) => {
+                    keyhaven::secrets::origin_of(&o).with_context(|| format!("--origin `{o}` is not an http(s) URL"))?
+                }
+                None => {
+                    let origins: std::collections::BTreeSet<String> = file
+                        .map(keyhaven::secrets::key_origins)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter(|(k, _)| *k == config::KeyRef::Keyring(name.clone()))
+                        .map(|(_, o)| o)
+                        .collect();
+                    match origins.len() {
+                        1 => origins.into_iter().next().unwrap_or_default(),
+                        0 => bail!(
+                            "no provider in the config uses keyring:{name}; say which server the key is for with \
+                             --origin https://…"
+                        ),
+                        _ => bail!(
+                            "keyring:{name} is used for {}; a key is bound to one origin, so give each its own \
+                             entry, or choose with --origin",
+                            origins.into_iter().collect::<Vec<_>>().join(" and ")
+                        ),
+                    }
+                }
+            };
             let stdin = std::io::stdin();
             if stdin.is_terminal() {
-                write!(out, "Paste the key for `{name}` and press Enter: ")?;
+                write!(out, "Paste the key for `{name}` ({origin}) and press Enter: ")?;
                 out.flush()?;
             }
             let mut line = String::new();
             stdin.lock().read_line(&mut line)?;
             let value = SecretString::from(line.trim().to_owned());
-            keyring.set(&name, &value).context("storing the key in the OS keyring")?;
-            writeln!(out, "Stored `{name}` in the OS keyring. Reference it as key = \"keyring:{name}\".")?;
+            let secrets = Secrets::new(Arc::new(keyring), Arc::new(|_: &str| None));
+            secrets.store(&name, &origin, &value).context("storing the key in the OS keyring")?;
+            writeln!(
+                out,
+                "Stored `{name}` in the OS keyring, for {origin} only. Reference it as key = \"keyring:{name}\"."
+            )?;
         }
         KeyAction::Rm { name } => {
             if keyring.delete(&name)? {
@@ -550,7 +601,14 @@ fn setup_command(paths: &Paths, target: SetupTarget, out: &mut impl Write) -> an
         if model.is_none() && client == Client::Codex {
             model = file.as_ref().and_then(|f| f.models.first()).map(|m| m.name.get_ref().clone());
         }
-        let opts = SetupOptions { model, small_model: args.small_model.clone(), disable_http2: args.disable_http2 };
+        let tool_search = client == Client::ClaudeCode
+            && file.as_ref().zip(model.as_deref()).is_some_and(|(f, m)| setup::serves_on_anthropic(f, m));
+        let opts = SetupOptions {
+            model,
+            small_model: args.small_model.clone(),
+            disable_http2: args.disable_http2,
+            tool_search,
+        };
         setup::plan_route(&env, client, &opts, &tokens)?
     };
     if args.dry_run {
@@ -608,4 +666,109 @@ fn setup_env_vars(env: &SetupEnv, args: &SetupArgs, out: &mut impl Write) -> any
     };
     write!(out, "{}", setup::env_exports(env, &token))?;
     Ok(())
+}
+
+/// `keyhaven doctor`: the checks of the control service's `doctor`, run by a private engine that
+/// listens on ephemeral loopback ports with its own temporary database (a running Keyhaven is
+/// not disturbed, and its in-flight rows are not touched), plus whether the configured ports are
+/// free or answered by a running Keyhaven. Exits non-zero when a check fails.
+fn doctor(host: &Host, paths: &Paths, out: &mut impl Write) -> anyhow::Result<()> {
+    use keyhaven::control::dto::{DoctorCheck, DoctorStatus};
+    let (mut config, extras) = host.serve_config(paths, None, out)?;
+    let token = ControlToken::load_or_create(&paths.data)?;
+    let mut ports = vec![port_check("The gateway port", config.file.server.listen, Some(&token))];
+    if config.file.proxy.enabled {
+        ports.push(port_check("The Cursor proxy port", config.file.proxy.listen, None));
+    }
+    let scratch = std::env::temp_dir().join(format!("keyhaven-doctor-{}-{:x}", std::process::id(), rand_suffix()));
+    std::fs::create_dir_all(&scratch)?;
+    config.database_path = scratch.join("doctor.db");
+    config.listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+    config.file.proxy.enabled = false;
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let report = rt.block_on(async move {
+        let env = Arc::new(|name: &str| std::env::var(name).ok());
+        let secrets = Secrets::new(Arc::new(OsKeyring), env);
+        let engine = keyhaven::app::Engine::start_with(config, secrets, extras).await?;
+        let report = engine.handle().control().doctor().await;
+        engine.shutdown(Duration::from_secs(5)).await;
+        anyhow::Ok(report)
+    });
+    let _ = std::fs::remove_dir_all(&scratch);
+    let mut report = report?;
+    report.checks.retain(|c| c.area != "ports");
+    let checks: Vec<DoctorCheck> = ports.into_iter().chain(report.checks).collect();
+    let mut failed = 0;
+    for c in &checks {
+        let mark = match c.status {
+            DoctorStatus::Ok => "ok  ",
+            DoctorStatus::Warn => "warn",
+            DoctorStatus::Fail => "FAIL",
+            DoctorStatus::Skip => "skip",
+        };
+        failed += usize::from(c.status == DoctorStatus::Fail);
+        writeln!(out, "[{mark}] {}: {}", c.title, c.detail)?;
+        if let Some(fix) = &c.fix {
+            writeln!(out, "       → {fix}")?;
+        }
+    }
+    if failed > 0 {
+        bail!("{failed} check(s) failed");
+    }
+    writeln!(out, "No check failed.")?;
+    Ok(())
+}
+
+fn rand_suffix() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| u64::from(d.subsec_nanos()))
+}
+
+/// Free, answered by a running Keyhaven (the control API with the token), or taken by another
+/// program.
+fn port_check(title: &str, addr: SocketAddr, token: Option<&ControlToken>) -> keyhaven::control::dto::DoctorCheck {
+    use keyhaven::control::dto::{DoctorCheck, DoctorStatus};
+    let c = |status, detail: String, fix: Option<String>| DoctorCheck {
+        area: "ports".to_owned(),
+        title: format!("{title} {addr}"),
+        status,
+        detail,
+        fix,
+    };
+    match std::net::TcpListener::bind(addr) {
+        Ok(_) => c(DoctorStatus::Ok, "free (Keyhaven is not running)".to_owned(), None),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            if token.is_some_and(|t| keyhaven_answers(addr, t)) {
+                c(DoctorStatus::Ok, "a running Keyhaven answers there".to_owned(), None)
+            } else if token.is_none() {
+                c(
+                    DoctorStatus::Warn,
+                    "in use (by a running Keyhaven, or by another program)".to_owned(),
+                    Some("If Keyhaven is not running, free the port or change [proxy] listen".to_owned()),
+                )
+            } else {
+                c(
+                    DoctorStatus::Fail,
+                    "in use by another program".to_owned(),
+                    Some("Stop that program or change [server] listen in the config".to_owned()),
+                )
+            }
+        }
+        Err(e) => c(DoctorStatus::Fail, format!("cannot listen: {e}"), Some("Check [server] listen".to_owned())),
+    }
+}
+
+/// `GET /api/status` with the control token answers 200.
+fn keyhaven_answers(addr: SocketAddr, token: &ControlToken) -> bool {
+    use std::io::Read;
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else { return false };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let req = format!(
+        "GET /api/status HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
+        token.expose()
+    );
+    if s.write_all(req.as_bytes()).is_err() {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
 }

@@ -1,7 +1,7 @@
 //! Without a display: the headless engine with the web dashboard, like `keyhaven serve`, plus
 //! the dashboard itself (the UI embedded in this binary is written to `<data dir>/dashboard/`
-//! and served at `/` unless `[server] ui_dir` names another) and the control token printed, since
-//! there is no window to show it in.
+//! and served at `/` unless `[server] ui_dir` names another) and a one-time dashboard link printed
+//! (never the control token), since there is no window to show it in.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -11,7 +11,6 @@ use anyhow::Context;
 use keyhaven::app::host;
 use keyhaven::app::supervisor::{Supervisor, SupervisorOptions};
 use keyhaven::control::logs::LogRing;
-use keyhaven::control::token::ControlToken;
 
 use crate::Args;
 
@@ -23,7 +22,6 @@ pub async fn run(args: &Args, logs: LogRing) -> anyhow::Result<()> {
     if config.file.server.ui_dir.is_none() {
         config.file.server.ui_dir = Some(write_dashboard(&paths.data)?);
     }
-    let token = ControlToken::load_or_create(&paths.data).context("the control token")?;
     let models = config.file.models.len();
     let supervisor = Supervisor::new(SupervisorOptions {
         config: Arc::new(move || Ok(config.clone())),
@@ -33,7 +31,7 @@ pub async fn run(args: &Args, logs: LogRing) -> anyhow::Result<()> {
         autostart: None,
     });
     let handle = supervisor.start().await?;
-    let banner = host::banner(&handle, models, true, &paths.data, Some(token.expose()));
+    let banner = host::banner(&handle, models, true, &paths.data);
     {
         // A closed stdout must not stop the gateway.
         let mut out = std::io::stdout().lock();

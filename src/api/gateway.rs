@@ -84,16 +84,8 @@ fn new_request_id() -> String {
 async fn handle(state: ApiState, dialect: Inbound, headers: HeaderMap, body: Body) -> Response {
     let arrived = Instant::now();
     let id = new_request_id();
-    let (token_client, client) = crate::api::clients::identify(state.clients.as_ref(), &headers);
-    if state.require_client_token && token_client.is_none() {
-        let msg = "this gateway requires a Keyhaven client token (see `keyhaven setup`)";
-        return with_headers(
-            ApiError::new(dialect, ErrorKind::Authentication, msg).into_response(),
-            &id,
-            arrived,
-            None,
-        );
-    }
+    // `api::clients::gate` already refused a call without a required token.
+    let (_, client) = crate::api::clients::identify(state.clients.as_ref(), &headers);
     let body = match axum::body::to_bytes(body, state.max_request_bytes).await {
         Ok(b) => b,
         Err(_) => {
@@ -125,6 +117,7 @@ async fn handle(state: ApiState, dialect: Inbound, headers: HeaderMap, body: Bod
         cancel: state.shutdown.child_token(),
         conversation_id: None,
         request_id: None,
+        session_id: crate::api::clients::session(&headers),
     };
     let call = match state.gateway.call(req, ctx).await {
         Ok(call) => call,

@@ -24,6 +24,11 @@ pub struct GuardConfig {
     /// Exact `Origin` values accepted (browser UIs that are allowed to call). Empty: any request
     /// carrying an `Origin` header is refused.
     pub origins: Vec<String>,
+    /// A listener beyond loopback (`allow_remote`, client tokens required): gateway calls from
+    /// other machines name this machine's LAN address or name, so the gateway takes any `Host`
+    /// (a browser page still cannot present a client token). The control API and the dashboard
+    /// keep the exact hosts and answer loopback peers only.
+    pub remote: bool,
 }
 
 impl GuardConfig {
@@ -35,7 +40,7 @@ impl GuardConfig {
         if !hosts.contains(&own) {
             hosts.push(own);
         }
-        GuardConfig { hosts, origins: Vec::new() }
+        GuardConfig { hosts, origins: Vec::new(), remote: false }
     }
 }
 
@@ -57,10 +62,9 @@ async fn admit(cfg: &GuardConfig, req: Request, next: Next) -> Response {
     let headers = req.headers();
     let host =
         headers.get(header::HOST).and_then(|h| h.to_str().ok()).or_else(|| req.uri().authority().map(|a| a.as_str()));
-    let Some(host) = host.filter(|h| cfg.hosts.iter().any(|a| a.eq_ignore_ascii_case(h))) else {
+    if !(cfg.remote || host.is_some_and(|h| cfg.hosts.iter().any(|a| a.eq_ignore_ascii_case(h)))) {
         return ApiError::new(dialect, ErrorKind::PermissionDenied, "Host not allowed").into_response();
-    };
-    let _ = host;
+    }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let ok = origin.to_str().is_ok_and(|o| cfg.origins.iter().any(|a| a == o));
         if !ok {

@@ -57,17 +57,21 @@ impl std::fmt::Debug for dyn ClientDirectory {
 /// The gateway router. Tests drive it with `oneshot` or a server on port 0.
 pub fn router(state: ApiState) -> Router {
     let guard = state.guard.clone();
-    let mut app = Router::new()
+    let tokens = clients::TokenGate { clients: state.clients.clone(), required: state.require_client_token };
+    // Every `/v1` route checks the client token; `/health` spends nothing and reveals nothing.
+    let v1 = Router::new()
         .route("/v1/chat/completions", post(gateway::chat_completions))
         .route("/v1/messages", post(gateway::messages))
         .route("/v1/messages/count_tokens", post(count::count_tokens))
         .route("/v1/responses", post(gateway::responses))
         .route("/v1/models", get(gateway::models))
+        .route_layer(axum::middleware::from_fn_with_state(tokens, clients::gate));
+    let mut app = v1
         .route("/health", get(gateway::health))
         .layer(axum::middleware::from_fn_with_state(guard.clone(), guard::check));
     let ui = control::ui::UiState {
         dir: state.control.as_ref().and_then(|c| c.ui_dir.clone()),
-        token: state.control.as_ref().map(|c| c.token.clone()),
+        sessions: state.control.as_ref().map(|c| c.sessions.clone()),
         guard: Arc::new(control::guard::ControlGuard::without_token(&guard)),
     };
     if let Some(c) = state.control.clone() {

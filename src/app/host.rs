@@ -48,6 +48,52 @@ pub enum HostError {
     Io { op: &'static str, path: PathBuf, source: std::io::Error },
     #[error(transparent)]
     Config(#[from] config::ConfigError),
+    #[error(
+        "Keyhaven is not running at http://{addr} ({reason}); start it (`keyhaven serve` or the app) and run `keyhaven dashboard` again"
+    )]
+    NotRunning { addr: std::net::SocketAddr, reason: String },
+    #[error("the engine at http://{addr} refused a dashboard link: {reason}")]
+    LinkRefused { addr: std::net::SocketAddr, reason: String },
+}
+
+/// Where a client on this machine reaches a listener: an unspecified address (`0.0.0.0`, `::`)
+/// on IPv4 loopback.
+pub fn loopback(mut addr: std::net::SocketAddr) -> std::net::SocketAddr {
+    if addr.ip().is_unspecified() {
+        addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    addr
+}
+
+/// Asks a running engine for a one-time dashboard link (`POST /api/session/nonce` with the
+/// control token, which only the user can read): how `keyhaven dashboard` opens the dashboard of
+/// an engine in another process. Blocking; plain HTTP/1.1 on loopback with a 5 s timeout.
+pub fn request_dashboard_link(listen: std::net::SocketAddr, token: &ControlToken) -> Result<String, HostError> {
+    use std::io::Read;
+    let addr = loopback(listen);
+    let down = |e: std::io::Error| HostError::NotRunning { addr, reason: e.to_string() };
+    let timeout = std::time::Duration::from_secs(5);
+    let mut tcp = std::net::TcpStream::connect_timeout(&addr, timeout).map_err(down)?;
+    tcp.set_read_timeout(Some(timeout)).map_err(down)?;
+    tcp.set_write_timeout(Some(timeout)).map_err(down)?;
+    let request = format!(
+        "POST /api/session/nonce HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}",
+        token.expose()
+    );
+    tcp.write_all(request.as_bytes()).map_err(down)?;
+    let mut raw = Vec::new();
+    tcp.read_to_end(&mut raw).map_err(down)?;
+    let text = String::from_utf8_lossy(&raw);
+    let refused = |reason: String| HostError::LinkRefused { addr, reason };
+    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| refused("no HTTP answer".into()))?;
+    let status = head.split(' ').nth(1).unwrap_or("");
+    let json: serde_json::Value = serde_json::from_str(body.trim()).unwrap_or_default();
+    if status != "200" {
+        let message = json["message"].as_str().unwrap_or("no message");
+        return Err(refused(format!("HTTP {status}: {message}")));
+    }
+    json["url"].as_str().map(str::to_owned).ok_or_else(|| refused("the answer has no url".into()))
 }
 
 impl Host {
@@ -114,14 +160,24 @@ impl Host {
         })
     }
 
-    /// Everything `serve` needs: loads (or on first run writes) the config file, fills the
-    /// machine defaults and builds the engine's environment parts.
+    /// Everything `serve` needs: makes Keyhaven's own config folder owner-only, loads (or on first
+    /// run writes, 0600) the config file, fills the machine defaults and builds the engine's
+    /// environment parts.
     pub fn serve_config(
         &self,
         paths: &Paths,
         logs: Option<LogRing>,
         out: &mut impl Write,
     ) -> Result<(EngineConfig, EngineExtras), HostError> {
+        // Keyhaven's own config folder is the owner's only; a folder the user named with
+        // `--config` is theirs to manage (the config file itself is restricted by the engine).
+        if let Some(dir) = self.config_dir.as_deref().filter(|d| paths.config.parent() == Some(*d)) {
+            crate::perms::private_dir(dir).map_err(|source| HostError::Io {
+                op: "restrict",
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
         let mut file = load_config(&paths.config, out)?;
         self.fill_lingma_defaults(&mut file);
         let extras = EngineExtras {
@@ -147,9 +203,9 @@ pub fn load_config(path: &Path, out: &mut impl Write) -> Result<FileConfig, Host
     let io = |op, source| HostError::Io { op, path: path.to_path_buf(), source };
     if !path.exists() {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| io("create the folder of", e))?;
+            crate::perms::create_dirs(dir).map_err(|e| io("create the folder of", e))?;
         }
-        std::fs::write(path, config::TEMPLATE).map_err(|e| io("write", e))?;
+        write_private(path, config::TEMPLATE).map_err(|e| io("write", e))?;
         let _ = writeln!(
             out,
             "No configuration yet: wrote an example to {}.\nAdd a provider and a model there, store its key with `keyhaven key set NAME`, and restart.",
@@ -160,9 +216,18 @@ pub fn load_config(path: &Path, out: &mut impl Write) -> Result<FileConfig, Host
     Ok(config::load_str(&path.display().to_string(), &text)?)
 }
 
+/// Writes a new file that only its owner can read (0600 on Unix).
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, crate::perms::FILE_MODE);
+    opts.open(path)?.write_all(text.as_bytes())
+}
+
 /// What a started engine prints: its endpoints, the dashboard and where the control token is.
-/// With `show_token`, the token itself (the tray app's headless mode, which has no other UI).
-pub fn banner(handle: &EngineHandle, models: usize, ui: bool, data_dir: &Path, show_token: Option<&str>) -> String {
+/// With a UI, a one-time dashboard link (single use, one minute; never the token itself).
+pub fn banner(handle: &EngineHandle, models: usize, ui: bool, data_dir: &Path) -> String {
     let addr = handle.addr;
     let mut s = format!("Keyhaven is listening on http://{addr} ({models} models).\n");
     s.push_str(&format!("  OpenAI:    OPENAI_BASE_URL=http://{addr}/v1\n"));
@@ -175,20 +240,14 @@ pub fn banner(handle: &EngineHandle, models: usize, ui: bool, data_dir: &Path, s
         ));
     }
     if ui {
-        s.push_str(&format!("  Dashboard: http://{addr}/\n"));
+        s.push_str(&format!(
+            "  Dashboard: {}\n             (one-time link, valid for a minute; `keyhaven dashboard` prints a new one)\n",
+            handle.dashboard_link()
+        ));
     }
-    match show_token {
-        Some(token) => {
-            s.push_str(&format!("  Control:   http://{addr}/api/\n"));
-            s.push_str(&format!(
-                "  Token:     {token}  (in {}; anyone who has it can change Keyhaven)\n",
-                ControlToken::path(data_dir).display()
-            ));
-        }
-        None => s.push_str(&format!(
-            "  Control:   http://{addr}/api/ (token: `keyhaven dashboard`, in {})\n",
-            ControlToken::path(data_dir).display()
-        )),
-    }
+    s.push_str(&format!(
+        "  Control:   http://{addr}/api/ (Authorization: Bearer <the token in {}>)\n",
+        ControlToken::path(data_dir).display()
+    ));
     s
 }

@@ -3,6 +3,7 @@
 //! [`EngineHandle`] is the cheap handle for queries.
 
 mod clients;
+mod files;
 pub mod host;
 pub mod supervisor;
 
@@ -54,6 +55,9 @@ pub enum EngineError {
     Control(String),
     #[error("web tools: {0}")]
     Web(String),
+    /// A listen address the policy refuses (`config::check_listen`).
+    #[error("{0}")]
+    Listen(String),
 }
 
 impl EngineError {
@@ -66,6 +70,7 @@ impl EngineError {
             EngineError::Proxy(e) => e.kind(),
             EngineError::Control(_) => "control",
             EngineError::Web(_) => "web",
+            EngineError::Listen(_) => "listen",
         }
     }
 }
@@ -105,6 +110,8 @@ pub struct EngineHandle {
     pub control: ControlService,
     /// The Cursor agent backend behind the proxy, when the proxy runs.
     pub cursor: Option<CursorParts>,
+    /// The web dashboard's one-time links and browser sessions.
+    pub dashboard: Arc<api::control::session::Sessions>,
 }
 
 /// The Cursor backend's parts, for tests and diagnostics (live transports, undecided routes).
@@ -117,6 +124,13 @@ pub struct CursorParts {
 impl EngineHandle {
     pub fn control(&self) -> &ControlService {
         &self.control
+    }
+
+    /// A one-time dashboard link (single use, valid for a minute), reached on loopback: what the
+    /// headless banner prints instead of the control token.
+    pub fn dashboard_link(&self) -> String {
+        let nonce = self.dashboard.mint_nonce();
+        format!("http://{}{}", host::loopback(self.addr), api::control::ui::auth_path(&nonce))
     }
 }
 
@@ -154,6 +168,9 @@ impl Engine {
         secrets: Secrets,
         extras: EngineExtras,
     ) -> Result<Engine, EngineError> {
+        crate::config::check_listen(&config.file.server, config.listen_addr(), config.proxy_listen_addr())
+            .map_err(EngineError::Listen)?;
+        files::secure(&config)?;
         let epoch = crate::clock::now_ms();
         let db = config.database_path.clone();
         let synchronous_full = config.file.server.synchronous == crate::config::Synchronous::Full;
@@ -172,6 +189,8 @@ impl Engine {
         let control_prices = prices.clone();
         let server = &config.file.server;
         let secrets_keyring = secrets.keyring().clone();
+        // Environment variables are sent only to the origins this config pairs them with.
+        let secrets = secrets.with_env_origins(&config.file);
         let gateway = Arc::new(Gateway::new(
             catalog,
             secrets,
@@ -186,7 +205,8 @@ impl Engine {
         ));
         let addr = config.listen_addr();
         if !addr.ip().is_loopback() {
-            tracing::warn!(%addr, "listening on a non-loopback address: other machines can reach this gateway");
+            // Only with allow_remote and required client tokens (checked above).
+            tracing::warn!(%addr, "listening on a non-loopback address: other machines can reach this gateway (client tokens required)");
         }
         let listener =
             tokio::net::TcpListener::bind(addr).await.map_err(|source| EngineError::Bind { addr, source })?;
@@ -235,9 +255,12 @@ impl Engine {
             shutdown: spawner.root_token().child_token(),
             retention_days: retention_days.clone(),
         });
+        let dashboard = Arc::new(api::control::session::Sessions::new(addr.port()));
+        let mut guard = GuardConfig::for_listener(addr);
+        guard.remote = !addr.ip().is_loopback();
         let state = ApiState {
             gateway: gateway.clone(),
-            guard: Arc::new(GuardConfig::for_listener(addr)),
+            guard: Arc::new(guard),
             max_request_bytes: server.max_request_bytes,
             shutdown: spawner.root_token().child_token(),
             clients: directory,
@@ -246,6 +269,7 @@ impl Engine {
             control: Some(ControlApi {
                 service: control.clone(),
                 token: Arc::new(token),
+                sessions: dashboard.clone(),
                 ui_dir: server.ui_dir.clone(),
             }),
         };
@@ -258,6 +282,8 @@ impl Engine {
             }
         });
         spawner.spawn_graceful(async move {
+            // The peer address lets the control API refuse other machines (`allow_remote`).
+            let app = app.into_make_service_with_connect_info::<SocketAddr>();
             let serve = axum::serve(listener, app).with_graceful_shutdown(token.cancelled_owned());
             if let Err(e) = serve.await {
                 tracing::error!(error = %e, "gateway listener stopped");
@@ -282,7 +308,7 @@ impl Engine {
         tracing::info!(%addr, models = gateway.catalog().models().len(), "keyhaven gateway listening");
         Ok(Engine {
             spawner,
-            handle: EngineHandle { gateway, store, addr, proxy, control, cursor },
+            handle: EngineHandle { gateway, store, addr, proxy, control, cursor, dashboard },
             database_path: config.database_path,
         })
     }
@@ -351,7 +377,9 @@ async fn start_proxy(
     let c = &config.file.cursor;
     let web =
         WebTools::from_config(&config.file.web, gateway.secrets()).map_err(|e| EngineError::Web(e.to_string()))?;
-    let backend = Backend::new(gateway, Some(store), spawner.clone(), backend_options(config));
+    // `record_calls = false` keeps no transcript either: conversations live in memory only.
+    let transcripts = config.file.server.record_calls.then_some(store);
+    let backend = Backend::new(gateway, transcripts, spawner.clone(), backend_options(config));
     install_web_tools(&backend, web);
     let mode = ModeSwitch::new(config.file.proxy.mode);
     let state = api::cursor::CursorState::new(

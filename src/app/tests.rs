@@ -49,7 +49,7 @@ fn serve_config_fills_the_setup_environment() {
     let h = host(dir.path());
     let paths = h.paths(None, None).expect("paths");
     std::fs::create_dir_all(dir.path().join("cfg")).expect("cfg");
-    std::fs::write(&paths.config, "[server]\nlisten = \"0.0.0.0:5000\"\n\n[setup]\nrestore_on_stop = true\n")
+    std::fs::write(&paths.config, "[server]\nlisten = \"0.0.0.0:5000\"\nallow_remote = true\nrequire_client_token = true\n\n[setup]\nrestore_on_stop = true\n")
         .expect("config");
     let (config, extras) = h.serve_config(&paths, None, &mut Vec::new()).expect("serve config");
     assert!(config.file.setup.restore_on_stop);

@@ -187,14 +187,27 @@ impl RoutingMode {
     }
 }
 
+/// The domains Keyhaven may decrypt: Cursor's. An intercept entry must be one of them or below
+/// one (so never a public suffix such as `com` or `co.uk`, nor another site).
+pub const CURSOR_DOMAINS: [&str; 2] = ["cursor.sh", "cursor.com"];
+
+/// Whether `domain` (lowercase, no port, no trailing dot) is one of [`CURSOR_DOMAINS`] or a
+/// subdomain of one, on a label boundary (`api2.cursor.sh` yes, `evilcursor.sh` no).
+pub fn is_cursor_domain(domain: &str) -> bool {
+    CURSOR_DOMAINS
+        .iter()
+        .any(|c| domain == *c || domain.strip_suffix(c).is_some_and(|p| p.len() > 1 && p.ends_with('.')))
+}
+
 /// The `[proxy]` table: the HTTPS proxy Cursor is pointed at.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProxyConfig {
     pub enabled: bool,
     pub listen: SocketAddr,
-    /// Registrable domains whose traffic is decrypted (each with every subdomain). The same list
-    /// becomes the local CA's name constraints.
+    /// Domains whose traffic is decrypted (each with every subdomain; a leading `*.` means the
+    /// same). Only Cursor's domains and their subdomains are accepted ([`is_cursor_domain`]). The
+    /// same list becomes the local CA's name constraints.
     pub intercept: Vec<String>,
     pub mode: RoutingMode,
 }
@@ -378,6 +391,9 @@ pub struct ServerConfig {
     pub record_calls: bool,
     /// Refuse gateway calls without a client token issued by `keyhaven setup`.
     pub require_client_token: bool,
+    /// Let `listen` be a non-loopback address (other machines reach the gateway). Needs
+    /// `require_client_token = true` too; without both, such an address is refused.
+    pub allow_remote: bool,
     /// SQLite `synchronous` for the call ledger: `full` survives power loss (each commit is
     /// fsynced), `normal` survives process crashes only but commits much faster.
     pub synchronous: Synchronous,
@@ -385,8 +401,9 @@ pub struct ServerConfig {
     pub body_capture_limit: usize,
     pub max_request_bytes: usize,
     pub retention_days: u32,
-    /// The built web UI (`ui/dist`), served at `/` on the gateway listener with the control token
-    /// injected. Unset or missing: no UI is served (the control API under `/api/` still is).
+    /// The built web UI (`ui/dist`), served at `/` on the gateway listener as it is (no credential
+    /// in it; `keyhaven dashboard` gives a one-time link). Unset or missing: no UI is served (the
+    /// control API under `/api/` still is).
     pub ui_dir: Option<std::path::PathBuf>,
 }
 
@@ -396,6 +413,7 @@ impl Default for ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 4937)),
             record_calls: true,
             require_client_token: false,
+            allow_remote: false,
             synchronous: Synchronous::Full,
             capture_bodies: true,
             body_capture_limit: 64 * 1024,
@@ -481,7 +499,7 @@ impl ProviderKind {
 }
 
 /// Where a provider's key comes from. Never the key itself.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub enum KeyRef {
     /// An entry in the OS keyring, set with `keyhaven key set NAME`.
     Keyring(String),
@@ -806,7 +824,17 @@ fn validate(file: &str, text: &str, config: &FileConfig) -> Result<(), ConfigErr
             }
         }
     }
-    for d in &config.proxy.intercept {
+    for entry in &config.proxy.intercept {
+        let d = entry.strip_prefix("*.").unwrap_or(entry);
+        if !d.contains('*') && !is_cursor_domain(&d.to_ascii_lowercase()) {
+            return Err(ConfigError::Semantic {
+                file: file.to_owned(),
+                message: format!(
+                    "proxy.intercept: `{entry}` is not one of Cursor's domains: only cursor.sh, cursor.com and their \
+                     subdomains can be decrypted (the local CA is limited to what this list names)"
+                ),
+            });
+        }
         let ok = !d.is_empty()
             && d.len() <= 253
             && d.contains('.')
@@ -861,6 +889,8 @@ fn validate(file: &str, text: &str, config: &FileConfig) -> Result<(), ConfigErr
         });
     }
     validate_web(file, &config.web)?;
+    check_listen(&config.server, config.server.listen, config.proxy.listen)
+        .map_err(|message| ConfigError::Semantic { file: file.to_owned(), message })?;
     let t = &config.timeouts;
     if t.connect == 0 || t.first_byte == 0 || t.total == 0 {
         return Err(ConfigError::Semantic { file: file.to_owned(), message: "timeouts: values must be > 0".into() });
@@ -894,4 +924,25 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
     (line, column)
+}
+
+/// Where Keyhaven may listen (issue 14 §6): the gateway on loopback, or elsewhere only with
+/// `allow_remote = true` and `require_client_token = true` (non-browser clients set any `Host`
+/// they like, so the LAN could otherwise spend the user's money); the proxy on loopback, always
+/// (it decrypts Cursor's traffic with a CA only this machine trusts). Checked when the file is
+/// loaded and again by `Engine::start` on the addresses it actually binds.
+pub fn check_listen(server: &ServerConfig, gateway: SocketAddr, proxy: SocketAddr) -> Result<(), String> {
+    let remote_ok = server.allow_remote && server.require_client_token;
+    if !(gateway.ip().is_loopback() || remote_ok) {
+        return Err(format!(
+            "server.listen: `{gateway}` is not a loopback address; other machines could call the gateway. \
+             Listen on 127.0.0.1, or set both allow_remote = true and require_client_token = true in [server]"
+        ));
+    }
+    if !proxy.ip().is_loopback() {
+        return Err(format!(
+            "proxy.listen: `{proxy}` is not a loopback address; the proxy listens on this machine only"
+        ));
+    }
+    Ok(())
 }

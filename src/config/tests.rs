@@ -213,3 +213,54 @@ fn web_section_defaults_and_validation() {
     let err = load_str("c.toml", "[web]\nkey = \"BSA-plaintext\"\n").expect_err("no plaintext keys");
     assert!(err.to_string().contains("keyring:NAME"), "{err}");
 }
+
+#[test]
+fn intercept_list_takes_only_cursor_domains() {
+    let with = |list: &str| load_str("c.toml", &format!("{GOOD}\n[proxy]\nintercept = {list}\n"));
+    for ok in [
+        r#"["cursor.sh", "cursor.com"]"#,
+        r#"["api2.cursor.sh"]"#,
+        r#"["*.cursor.sh", "www.cursor.com"]"#,
+        r#"["agent.global.api5.cursor.sh"]"#,
+    ] {
+        let c = with(ok).unwrap_or_else(|e| panic!("{ok} accepted: {e}"));
+        assert!(!c.proxy.intercept.is_empty());
+    }
+    // Public suffixes, other sites, look-alikes and wildcards over a suffix are refused.
+    for bad in ["com", "co.uk", "sh", "*.sh", "github.com", "evilcursor.sh", "cursor.sh.evil.com", "cursor.shx"] {
+        let err = with(&format!("[\"{bad}\"]")).expect_err(bad).to_string();
+        assert!(err.contains("proxy.intercept") && err.contains("Cursor's domains"), "{bad}: {err}");
+    }
+    // A malformed name keeps its own message.
+    let err = with(r#"["Cursor.sh"]"#).expect_err("uppercase").to_string();
+    assert!(err.contains("lowercase DNS domain"), "{err}");
+    assert!(crate::config::is_cursor_domain("api2.cursor.sh"));
+    assert!(!crate::config::is_cursor_domain(".cursor.sh"));
+}
+
+/// Issue 14 §6: a non-loopback gateway address needs `allow_remote` and required client tokens;
+/// the proxy never listens beyond loopback.
+#[test]
+fn listening_beyond_loopback_needs_allow_remote_and_client_tokens() {
+    let with = |server: &str, proxy: &str| load_str("c.toml", &format!("[server]\n{server}\n[proxy]\n{proxy}\n"));
+    let refused = |server: &str, proxy: &str, what: &str| {
+        let err = with(server, proxy).expect_err(what);
+        let msg = err.to_string();
+        assert!(matches!(err, ConfigError::Semantic { .. }), "{what}: {msg}");
+        msg
+    };
+    for ok in ["listen = \"127.0.0.1:4937\"", "listen = \"[::1]:4937\"", "listen = \"127.0.0.2:4937\""] {
+        with(ok, "").unwrap_or_else(|e| panic!("{ok}: {e}"));
+    }
+    let msg = refused("listen = \"0.0.0.0:4937\"", "", "a bare LAN address");
+    assert!(msg.contains("server.listen") && msg.contains("allow_remote"), "{msg}");
+    refused("listen = \"0.0.0.0:4937\"\nallow_remote = true", "", "allow_remote alone");
+    refused("listen = \"192.168.1.20:4937\"\nrequire_client_token = true", "", "tokens alone");
+    refused("listen = \"[::]:4937\"\nallow_remote = true", "", "IPv6 any, no tokens");
+    let both = "listen = \"0.0.0.0:4937\"\nallow_remote = true\nrequire_client_token = true";
+    let c = with(both, "").expect("allowed with both");
+    assert!(c.server.allow_remote && c.server.require_client_token);
+    let msg = refused(both, "listen = \"0.0.0.0:4938\"", "the proxy beyond loopback, even with allow_remote");
+    assert!(msg.contains("proxy.listen"), "{msg}");
+    refused("", "listen = \"10.0.0.5:4938\"\nenabled = false", "a disabled proxy too");
+}

@@ -127,7 +127,7 @@ pub struct Provider {
 
 /// A provider to create, or the new state of one to edit (renaming is allowed when no model
 /// uses the old name).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderInput {
@@ -137,6 +137,26 @@ pub struct ProviderInput {
     pub key: Option<KeyRefInput>,
     pub reasoning_content: Option<bool>,
     pub max_completion_tokens: Option<bool>,
+    /// A new key value, write-only (stored in the keyring, bound to `base_url`'s origin). Required
+    /// when an edit moves a provider with a key to another origin: a stored key is only ever
+    /// sent to the origin it was stored for. Never serialized back; `Debug` redacts it.
+    #[serde(default, skip_serializing)]
+    #[cfg_attr(test, ts(optional))]
+    pub key_value: Option<String>,
+}
+
+impl std::fmt::Debug for ProviderInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderInput")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("base_url", &self.base_url)
+            .field("key", &self.key)
+            .field("reasoning_content", &self.reasoning_content)
+            .field("max_completion_tokens", &self.max_completion_tokens)
+            .field("key_value", &self.key_value.as_ref().map(|_| "[REDACTED]"))
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -472,6 +492,8 @@ pub struct CallQuery {
     pub since_ms: Option<i64>,
     /// Only the calls of this conversation (e.g. a Cursor conversation id).
     pub conversation: Option<String>,
+    /// Only the calls of this client session (Claude Code, Codex).
+    pub session: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -507,6 +529,46 @@ pub struct CallSummary {
     pub conversation_id: Option<String>,
     /// The front end's request the call served (e.g. a Cursor agent stream's request id).
     pub request_id: Option<String>,
+    /// The client's own session (Claude Code's `X-Claude-Code-Session-Id`, Codex's `session_id`).
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct SessionQuery {
+    /// Sessions with a call in the last `days` UTC days, today included (1..=366).
+    pub days: u32,
+    /// At most this many sessions (0 = 100; at most 1000).
+    #[serde(default)]
+    pub limit: u32,
+}
+
+/// One client session's calls, summed (`GET /api/usage/sessions`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSummary {
+    pub session_id: String,
+    /// The client of the session's latest call.
+    pub client: String,
+    pub calls: u64,
+    pub errors: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub cost_micros: i64,
+    pub first_ms: i64,
+    pub last_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct SessionList {
+    /// Most recently active first.
+    pub sessions: Vec<SessionSummary>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -689,7 +751,10 @@ pub struct Settings {
 /// Fields to change; `null` leaves a field as it is.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]
-#[serde(rename_all = "camelCase")]
+/// `[server] ui_dir` is not here: the directory served without a token at `/` is set in the
+/// config file only (through the API it could point the static server at any directory), and an
+/// unknown field such as `uiDir` is refused.
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SettingsInput {
     pub listen: Option<String>,
     pub proxy_listen: Option<String>,
@@ -697,7 +762,6 @@ pub struct SettingsInput {
     pub capture_bodies: Option<bool>,
     pub body_capture_limit: Option<u64>,
     pub retention_days: Option<u32>,
-    pub ui_dir: Option<String>,
     pub restore_on_stop: Option<bool>,
 }
 
@@ -846,4 +910,40 @@ pub struct IpcReply {
     pub status: u16,
     #[cfg_attr(test, ts(type = "unknown"))]
     pub body: serde_json::Value,
+}
+
+/// `GET /api/doctor` and `keyhaven doctor`: what works and what to do about what does not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct DoctorReport {
+    /// No check failed (warnings allowed).
+    pub ok: bool,
+    pub checks: Vec<DoctorCheck>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct DoctorCheck {
+    /// `keyring`, `ports`, `ca`, `clients`, `providers` or `cursor`.
+    pub area: String,
+    /// What was checked, e.g. `Provider anthropic answers with its key`.
+    pub title: String,
+    pub status: DoctorStatus,
+    /// What was found.
+    pub detail: String,
+    /// What to do, for a warning or a failure.
+    pub fix: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "snake_case")]
+pub enum DoctorStatus {
+    Ok,
+    Warn,
+    Fail,
+    /// Not applicable here (e.g. a client that is not installed).
+    Skip,
 }

@@ -10,10 +10,11 @@ use std::path::{Path, PathBuf};
 
 use toml_edit::{Array, ArrayOfTables, DocumentMut, InlineTable, Item, Table, Value};
 
-use crate::config::{FileConfig, ProviderKind, WebFetch, WebSearch, load_str};
+use crate::config::{FileConfig, KeyRef, ProviderKind, WebFetch, WebSearch, load_str};
 use crate::control::{ControlError, ControlService, blocking, dto};
 use crate::pricing::PriceTable;
 use crate::provider::Catalog;
+use crate::secrets::{EntryState, RESERVED_ENTRIES, Secrets, key_origins};
 
 pub(crate) struct ConfigFile {
     path: Option<PathBuf>,
@@ -37,6 +38,7 @@ impl ConfigFile {
         &self,
         current: FileConfig,
         prices: PriceTable,
+        secrets: Secrets,
         f: impl FnOnce(&mut DocumentMut, &FileConfig) -> Result<(), ControlError> + Send + 'static,
     ) -> Result<(FileConfig, Catalog), ControlError> {
         let Some(path) = self.path.clone() else {
@@ -60,6 +62,7 @@ impl ConfigFile {
                 .map_err(|e| ControlError::Invalid(format!("the change was refused: {e}")))?;
             let catalog = Catalog::new(&file, &prices)
                 .map_err(|e| ControlError::Invalid(format!("the change was refused: {e}")))?;
+            check_key_origins(&on_disk, &file, &secrets)?;
             write_atomic(&path, new_text.as_bytes())?;
             Ok((file, catalog))
         })
@@ -67,7 +70,47 @@ impl ConfigFile {
     }
 }
 
-/// Writes `bytes` to a temporary file next to `path`, syncs it, then renames it over `path`.
+/// Refuses a change that would send a key to an origin the file did not send it to before, when
+/// the binding cannot stop it at the request: an environment variable (bound by the config itself,
+/// so the control API may only reuse a pair config.toml already has), an entry Keyhaven keeps for
+/// itself, or a keyring entry from an older Keyhaven that has no origin yet (its first use would
+/// bind it). A keyring entry with an origin may be named anywhere: it still goes only to its own
+/// origin. Blocking (keyring).
+pub(crate) fn check_key_origins(
+    before: &FileConfig,
+    after: &FileConfig,
+    secrets: &Secrets,
+) -> Result<(), ControlError> {
+    let old = key_origins(before);
+    for (key, origin) in key_origins(after).difference(&old) {
+        match key {
+            KeyRef::Env(var) => {
+                return Err(ControlError::Invalid(format!(
+                    "`env:{var}` cannot be used for {origin}: through the control API an environment variable can \
+                     only be used for an origin config.toml already uses it for, so no variable travels to a server \
+                     it was not meant for. Store the key in the keyring instead, or edit config.toml and restart"
+                )));
+            }
+            KeyRef::Keyring(name) if RESERVED_ENTRIES.contains(&name.as_str()) => {
+                return Err(ControlError::Invalid(format!(
+                    "the keyring entry `{name}` belongs to Keyhaven itself and cannot be a provider key"
+                )));
+            }
+            KeyRef::Keyring(name) => {
+                if let Ok(EntryState::Unbound) = secrets.entry_state(name) {
+                    return Err(ControlError::Invalid(format!(
+                        "the keyring entry `{name}` was stored by an older Keyhaven, without the origin it is for; \
+                         enter its key again before using it for {origin}"
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to a new owner-only temporary file next to `path`, syncs it, then renames it
+/// over `path`.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ControlError> {
     let io = |e: std::io::Error| ControlError::Io(format!("cannot write {}: {e}", path.display()));
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
@@ -75,10 +118,12 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ControlError
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "config.toml".into());
     let tmp = dir.join(format!(".{name}.{:08x}.tmp", rand::random::<u32>()));
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        if let Ok(meta) = std::fs::metadata(path) {
-            f.set_permissions(meta.permissions())?;
-        }
+        // Owner-only (0600 on Unix) from its first byte: the config names keys and providers.
+        let mut opts = std::fs::OpenOptions::new();
+        opts.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, crate::perms::FILE_MODE);
+        let mut f = opts.open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
@@ -384,8 +429,7 @@ impl ControlService {
             let server_changes = listen.is_some()
                 || i.capture_bodies.is_some()
                 || i.body_capture_limit.is_some()
-                || i.retention_days.is_some()
-                || i.ui_dir.is_some();
+                || i.retention_days.is_some();
             if server_changes {
                 let server = table_mut(doc, "server")?;
                 if let Some(a) = listen {
@@ -399,13 +443,6 @@ impl ControlService {
                 }
                 if let Some(d) = i.retention_days {
                     set(server, "retention_days", int(u64::from(d)));
-                }
-                if let Some(dir) = &i.ui_dir {
-                    if dir.is_empty() {
-                        server.remove("ui_dir");
-                    } else {
-                        set(server, "ui_dir", Value::from(dir.as_str()));
-                    }
                 }
             }
             if let Some(b) = i.restore_on_stop {
@@ -434,7 +471,6 @@ impl ControlService {
             ("proxyEnabled", before.proxy_enabled != after.proxy_enabled),
             ("captureBodies", before.capture_bodies != after.capture_bodies),
             ("bodyCaptureLimit", before.body_capture_limit != after.body_capture_limit),
-            ("uiDir", before.ui_dir != after.ui_dir),
         ] {
             if changed {
                 restart.push(name.to_owned());

@@ -20,11 +20,17 @@
 //!   history as client `keyhaven-control` and may cost one token.
 //! - **Keys are write-only.** They enter through [`dto::KeyInput`] into the keyring; answers carry
 //!   only [`dto::KeyInfo`] (`hasKey` and the entry name).
+//! - **Keys stay with their origin.** A key is stored bound to the provider's origin (see
+//!   [`crate::secrets`]); every config change is checked so it pairs no `env:` variable, no entry
+//!   without an origin and no reserved entry with a new origin (`edit::check_key_origins`); moving a
+//!   provider with a key to another origin needs the key entered again (`ProviderInput.keyValue`).
 //! - **Latency percentiles** come from the `latency_daily` histogram rollup (bucket upper bounds),
 //!   never from a scan of `calls`; windows are capped at 366 days.
 //! - **Live vs restart.** Providers, models, keys, routing mode and retention apply live; listen
-//!   addresses, proxy on/off, body capture and the UI directory need a restart (the answer says so).
+//!   addresses, proxy on/off and body capture need a restart (the answer says so). The UI directory
+//!   is set in the config file only.
 
+mod doctor;
 pub mod dto;
 mod edit;
 pub mod logs;
@@ -56,9 +62,15 @@ use crate::provider::{CallContext, Gateway};
 use crate::proxy::ca::{CaError, CaPaths, LocalCa};
 use crate::proxy::trust::{self, RootRef, TrustEnv};
 use crate::proxy::{InterceptList, ModeSwitch};
-use crate::secrets::{Keyring, SecretError};
+use crate::secrets::{Keyring, RESERVED_ENTRIES, SecretError, origin_of};
 use crate::setup::{self, ClientTokens, SetupEnv, SetupError, SetupOptions};
 use crate::store::{Store, StoreError};
+
+/// What the UI says when the machine has no OS keyring.
+pub const NO_KEYRING: &str = "This machine has no OS keyring (no Secret Service answers on the session D-Bus, \
+     as on most headless servers). Client tokens and the local CA key are then kept in files only you can read \
+     (mode 0600). For a provider key, name an environment variable instead (key = \"env:NAME\", set before \
+     Keyhaven starts), or start a keyring (e.g. gnome-keyring-daemon) and try again.";
 
 /// The client name connection tests are recorded under.
 pub const TEST_CLIENT: &str = "keyhaven-control";
@@ -92,6 +104,9 @@ pub enum ControlError {
 
 impl ControlError {
     pub fn kind(&self) -> &'static str {
+        if self.keyring_unavailable().is_some() {
+            return "keyring_unavailable";
+        }
         match self {
             ControlError::NotFound(_) => "not_found",
             ControlError::Invalid(_) => "invalid",
@@ -121,8 +136,28 @@ impl ControlError {
         )
     }
 
+    /// The platform's own words when the failure is a missing OS keyring (a headless machine
+    /// without a Secret Service, e.g. "DBus error: Unable to autolaunch a dbus-daemon"): for the
+    /// log only; the UI gets [`NO_KEYRING`].
+    pub fn keyring_unavailable(&self) -> Option<&str> {
+        match self {
+            ControlError::Secret(SecretError::Unavailable(raw))
+            | ControlError::Setup(SetupError::Secret(SecretError::Unavailable(raw))) => Some(raw),
+            _ => None,
+        }
+    }
+
+    /// What the UI shows: the error in words, and for a missing keyring what to do instead of
+    /// the raw platform error.
+    pub fn message(&self) -> String {
+        match self.keyring_unavailable() {
+            Some(_) => NO_KEYRING.to_owned(),
+            None => self.to_string(),
+        }
+    }
+
     pub fn body(&self) -> ErrorBody {
-        ErrorBody { kind: self.kind().to_owned(), message: self.to_string() }
+        ErrorBody { kind: self.kind().to_owned(), message: self.message() }
     }
 }
 
@@ -330,7 +365,8 @@ impl ControlService {
         let _guard = self.inner.config.lock.lock().await;
         let current = self.current();
         let prices = self.inner.prices.clone();
-        let (file, catalog) = self.inner.config.edit(current, prices, f).await?;
+        let secrets = self.inner.gateway.secrets().clone();
+        let (file, catalog) = self.inner.config.edit(current, prices, secrets, f).await?;
         self.inner.gateway.set_catalog(catalog);
         if let Ok(mut c) = self.inner.current.write() {
             *c = file.clone();
@@ -338,9 +374,14 @@ impl ControlService {
         Ok(file)
     }
 
-    pub async fn create_provider(&self, input: dto::ProviderInput) -> Result<dto::Provider, ControlError> {
+    pub async fn create_provider(&self, mut input: dto::ProviderInput) -> Result<dto::Provider, ControlError> {
         edit::check_provider(&input)?;
         let name = input.name.clone();
+        let file = self.current();
+        if file.providers.iter().any(|p| p.name() == input.name) {
+            return Err(ControlError::Conflict(format!("a provider named `{}` exists", input.name)));
+        }
+        self.store_input_key(&file, None, &mut input).await?;
         self.change(move |doc, file| {
             if file.providers.iter().any(|p| p.name() == input.name) {
                 return Err(ControlError::Conflict(format!("a provider named `{}` exists", input.name)));
@@ -352,8 +393,28 @@ impl ControlService {
         self.provider(&name).await
     }
 
-    pub async fn update_provider(&self, name: &str, input: dto::ProviderInput) -> Result<dto::Provider, ControlError> {
+    /// Edits a provider. Moving a provider that has a key to another origin needs the key entered
+    /// again (`keyValue`): keys are bound to the origin they were stored for.
+    pub async fn update_provider(
+        &self,
+        name: &str,
+        mut input: dto::ProviderInput,
+    ) -> Result<dto::Provider, ControlError> {
         edit::check_provider(&input)?;
+        let file = self.current();
+        let Some(before) = file.providers.iter().find(|p| p.name() == name) else {
+            return Err(ControlError::NotFound(format!("no provider named `{name}`")));
+        };
+        let (from, to) = (origin_of(before.base_url()), origin_of(&input.base_url));
+        if from != to && input.key.is_some() && input.key_value.is_none() {
+            return Err(ControlError::Invalid(format!(
+                "moving `{name}` from {} to {} needs its API key entered again: a stored key is only ever sent to \
+                 the origin it was stored for",
+                from.as_deref().unwrap_or("no origin"),
+                to.as_deref().unwrap_or("no origin"),
+            )));
+        }
+        self.store_input_key(&file, Some(name), &mut input).await?;
         let old = name.to_owned();
         let new = input.name.clone();
         self.change(move |doc, file| {
@@ -367,6 +428,31 @@ impl ControlService {
         })
         .await?;
         self.provider(&new).await
+    }
+
+    /// Stores `input.key_value` (when given) in the keyring, bound to `input.base_url`'s origin,
+    /// and points `input.key` at the entry used (see [`key_entry_for`]).
+    async fn store_input_key(
+        &self,
+        file: &FileConfig,
+        existing: Option<&str>,
+        input: &mut dto::ProviderInput,
+    ) -> Result<(), ControlError> {
+        let Some(value) = input.key_value.take() else { return Ok(()) };
+        let secret = key_secret(dto::KeyInput { value })?;
+        if origin_of(&input.base_url).is_none() {
+            return Err(ControlError::Invalid("a key needs an http(s) base URL to be bound to".into()));
+        }
+        let current = match &input.key {
+            Some(dto::KeyRefInput { source: dto::KeySource::Keyring, name }) => Some(name.as_str()),
+            _ => None,
+        };
+        let entry = key_entry_for(file, existing.unwrap_or(&input.name), current, &input.base_url);
+        let secrets = self.inner.gateway.secrets().clone();
+        let (e, origin) = (entry.clone(), input.base_url.clone());
+        blocking(move || Ok(secrets.store(&e, &origin, &secret)?)).await?;
+        input.key = Some(dto::KeyRefInput { source: dto::KeySource::Keyring, name: entry });
+        Ok(())
     }
 
     pub async fn delete_provider(&self, name: &str) -> Result<(), ControlError> {
@@ -448,8 +534,10 @@ impl ControlService {
         Ok(())
     }
 
-    /// Stores a provider's key in the keyring. A provider without a key reference gets
-    /// `key = "keyring:<provider>"`; one whose key comes from an environment variable is refused.
+    /// Stores a provider's key in the keyring, bound to the provider's origin. A provider without a
+    /// key reference gets `key = "keyring:<provider>"`, and so does one whose entry another
+    /// provider or the Brave key uses for another origin; one whose key comes from an environment
+    /// variable is refused.
     pub async fn set_provider_key(&self, provider: &str, input: dto::KeyInput) -> Result<dto::KeyInfo, ControlError> {
         let secret = key_secret(input)?;
         let file = self.current();
@@ -458,24 +546,27 @@ impl ControlService {
             .iter()
             .find(|p| p.name() == provider)
             .ok_or_else(|| ControlError::NotFound(format!("no provider named `{provider}`")))?;
-        let name = match &p.key {
-            Some(KeyRef::Keyring(n)) => n.clone(),
+        let current = match &p.key {
+            Some(KeyRef::Keyring(n)) => Some(n.as_str()),
             Some(KeyRef::Env(var)) => {
                 return Err(ControlError::Invalid(format!(
                     "provider `{provider}` reads its key from the environment variable `{var}`; \
                      switch it to the keyring first"
                 )));
             }
-            // The entry is named after the provider, in the characters a key reference allows.
-            None => {
-                provider.chars().map(|c| if c.is_ascii_alphanumeric() || "_-.".contains(c) { c } else { '-' }).collect()
-            }
+            None => None,
         };
-        let keyring = keyring_of(&self.inner.gateway);
+        let base_url = p.base_url().to_owned();
+        if origin_of(&base_url).is_none() {
+            return Err(ControlError::Invalid(format!(
+                "provider `{provider}` has no http(s) base URL for its key to be bound to"
+            )));
+        }
+        let name = key_entry_for(&file, provider, current, &base_url);
+        let secrets = self.inner.gateway.secrets().clone();
         let entry = name.clone();
-        blocking(move || Ok(keyring.set(&entry, &secret)?)).await?;
-        self.inner.gateway.secrets().clear_cache();
-        if p.key.is_none() {
+        blocking(move || Ok(secrets.store(&entry, &base_url, &secret)?)).await?;
+        if current != Some(name.as_str()) {
             let provider = provider.to_owned();
             let key = format!("keyring:{name}");
             self.change(move |doc, _| edit::set_provider_key_ref(doc, &provider, &key)).await?;
@@ -521,6 +612,7 @@ impl ControlService {
             cancel: self.inner.shutdown.child_token(),
             conversation_id: None,
             request_id: None,
+            session_id: None,
         };
         let started = Instant::now();
         let result = match tokio::time::timeout(Duration::from_secs(120), async {
@@ -725,6 +817,19 @@ impl ControlService {
 
     // ---- client setup ----
 
+    /// The setup choices for routing `client`, with Claude Code's tool search decided from the
+    /// current config ([`setup::serves_on_anthropic`]).
+    fn setup_options(&self, client: setup::Client, opts: dto::RouteOptions) -> SetupOptions {
+        let tool_search = client == setup::Client::ClaudeCode
+            && opts.model.as_deref().is_some_and(|m| setup::serves_on_anthropic(&self.current(), m));
+        SetupOptions {
+            model: opts.model,
+            small_model: opts.small_model,
+            disable_http2: opts.disable_http2,
+            tool_search,
+        }
+    }
+
     fn setup_env(&self) -> Result<SetupEnv, ControlError> {
         self.inner
             .setup
@@ -761,12 +866,8 @@ impl ControlService {
         let env = self.setup_env()?;
         let tokens = ClientTokens::new(keyring_of(&self.inner.gateway), &self.inner.data_dir);
         let client = client_from_dto(client);
-        blocking(move || {
-            let opts =
-                SetupOptions { model: opts.model, small_model: opts.small_model, disable_http2: opts.disable_http2 };
-            Ok(setup_result(setup::route(&env, client, &opts, &tokens)?))
-        })
-        .await
+        let opts = self.setup_options(client, opts);
+        blocking(move || Ok(setup_result(setup::route(&env, client, &opts, &tokens)?))).await
     }
 
     /// What [`route_client`](Self::route_client) would change, without changing anything: the
@@ -779,12 +880,8 @@ impl ControlService {
         let env = self.setup_env()?;
         let tokens = ClientTokens::new(keyring_of(&self.inner.gateway), &self.inner.data_dir);
         let client = client_from_dto(client);
-        blocking(move || {
-            let opts =
-                SetupOptions { model: opts.model, small_model: opts.small_model, disable_http2: opts.disable_http2 };
-            Ok(setup_preview(&setup::plan_route(&env, client, &opts, &tokens)?))
-        })
-        .await
+        let opts = self.setup_options(client, opts);
+        blocking(move || Ok(setup_preview(&setup::plan_route(&env, client, &opts, &tokens)?))).await
     }
 
     /// What [`undo_client`](Self::undo_client) would change, without changing anything.
@@ -860,6 +957,37 @@ impl ControlService {
     }
 }
 
+/// The keyring entry a key for `provider` (bound to `base_url`'s origin) is stored under: its
+/// `current` entry unless another provider, or the Brave key, uses that entry for another origin
+/// (storing there would take the key from them); otherwise a free name made from the provider's.
+fn key_entry_for(file: &FileConfig, provider: &str, current: Option<&str>, base_url: &str) -> String {
+    let origin = origin_of(base_url);
+    let mut users: Vec<(String, Option<String>)> = file
+        .providers
+        .iter()
+        .filter(|p| p.name() != provider)
+        .filter_map(|p| match &p.key {
+            Some(KeyRef::Keyring(n)) => Some((n.clone(), origin_of(p.base_url()))),
+            _ => None,
+        })
+        .collect();
+    if let KeyRef::Keyring(n) = file.web.key_ref() {
+        users.push((n, file.web.search_base_url().as_deref().and_then(origin_of)));
+    }
+    let free = |n: &str| !RESERVED_ENTRIES.contains(&n) && users.iter().all(|(u, o)| u != n || *o == origin);
+    if let Some(c) = current.filter(|c| free(c)) {
+        return c.to_owned();
+    }
+    // The entry is named after the provider, in the characters a key reference allows.
+    let base: String =
+        provider.chars().map(|c| if c.is_ascii_alphanumeric() || "_-.".contains(c) { c } else { '-' }).collect();
+    let unused = |n: &str| !RESERVED_ENTRIES.contains(&n) && users.iter().all(|(u, _)| u != n);
+    if unused(&base) && Some(base.as_str()) != current {
+        return base;
+    }
+    (2..).map(|i| format!("{base}-{i}")).find(|n| unused(n)).unwrap_or(base)
+}
+
 /// A key from the UI, checked: 1 to 8192 printable characters (surrounding blanks dropped).
 fn key_secret(input: dto::KeyInput) -> Result<SecretString, ControlError> {
     let value = input.value.trim().to_owned();
@@ -877,7 +1005,7 @@ fn key_info(key: &KeyRef, keyring: &dyn Keyring, secrets: &crate::secrets::Secre
             has_key: keyring.get(name).is_ok_and(|v| v.is_some()),
         },
         KeyRef::Env(var) => {
-            dto::KeyInfo { source: dto::KeySource::Env, name: var.clone(), has_key: secrets.resolve(key).is_ok() }
+            dto::KeyInfo { source: dto::KeySource::Env, name: var.clone(), has_key: secrets.env_is_set(var) }
         }
     }
 }

@@ -78,6 +78,7 @@ fn provider(name: &str) -> dto::ProviderInput {
         key: Some(dto::KeyRefInput { source: dto::KeySource::Keyring, name: "an".into() }),
         reasoning_content: None,
         max_completion_tokens: None,
+        key_value: None,
     }
 }
 
@@ -87,7 +88,7 @@ async fn edit(
 ) -> Result<FileConfig, ControlError> {
     let prices = PriceTable::builtin().expect("prices");
     let _guard = cf.lock.lock().await;
-    cf.edit(FileConfig::default(), prices, f).await.map(|(file, _)| file)
+    cf.edit(FileConfig::default(), prices, crate::secrets::Secrets::empty(), f).await.map(|(file, _)| file)
 }
 
 #[tokio::test]
@@ -216,4 +217,9 @@ fn errors_serialise_as_kind_and_message_and_key_input_hides_the_key() {
     assert_eq!(json, serde_json::json!({ "kind": "not_found", "message": "no model named `x`" }));
     let k: dto::KeyInput = serde_json::from_str(r#"{"value":"sk-secret-123"}"#).expect("parse");
     assert!(!format!("{k:?}").contains("sk-secret"));
+}
+
+#[test]
+fn the_ca_keys_entry_is_never_a_provider_key() {
+    assert!(crate::secrets::RESERVED_ENTRIES.contains(&crate::proxy::ca::KEYRING_ENTRY));
 }

@@ -1,7 +1,8 @@
 //! The per-install control token: 256 random bits, hex, created on first start in the data
 //! directory as `control-token` (0600 on Unix). The HTTP control API requires it as
-//! `Authorization: Bearer <token>` and compares it in constant time; the served UI gets it
-//! injected; `keyhaven dashboard` prints it.
+//! `Authorization: Bearer <token>` and compares it in constant time. It is never served nor
+//! printed: `keyhaven dashboard` reads the file to ask the engine for a one-time dashboard link,
+//! and scripts read the file themselves.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -77,7 +78,7 @@ impl ControlToken {
         want.len() == got.len() && bool::from(want.ct_eq(got))
     }
 
-    /// The token itself, for the served UI and `keyhaven dashboard`.
+    /// The token itself, for `keyhaven dashboard`'s request to the engine (and tests).
     pub fn expose(&self) -> &str {
         self.value.expose_secret()
     }

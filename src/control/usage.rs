@@ -134,6 +134,7 @@ fn summary(c: store::CallSummary) -> dto::CallSummary {
         error_message: c.error_message,
         conversation_id: c.conversation_id,
         request_id: c.request_id,
+        session_id: c.session_id,
     }
 }
 
@@ -207,6 +208,35 @@ impl ControlService {
         Ok(dto::UsageSeries { since, until, split_by: query.split_by, points })
     }
 
+    /// Calls grouped by client session over the last `query.days` days, most recently active
+    /// first. Reads `calls` (sessions are not in the rollups).
+    pub async fn sessions(&self, query: dto::SessionQuery) -> Result<dto::SessionList, ControlError> {
+        if query.days == 0 || query.days > MAX_DAYS {
+            return Err(ControlError::Invalid(format!("days: 1 to {MAX_DAYS}")));
+        }
+        let since =
+            time::OffsetDateTime::now_utc().date().saturating_sub(time::Duration::days(i64::from(query.days) - 1));
+        let since_ms = since.midnight().assume_utc().unix_timestamp().saturating_mul(1000);
+        let rows = self.inner.store.sessions(since_ms, query.limit.min(MAX_PAGE)).await?;
+        let sessions = rows
+            .into_iter()
+            .map(|r| dto::SessionSummary {
+                session_id: r.session_id,
+                client: r.client,
+                calls: r.calls,
+                errors: r.errors,
+                input_tokens: r.usage.input_tokens,
+                output_tokens: r.usage.output_tokens,
+                cache_read_tokens: r.usage.cache_read_tokens,
+                cache_write_tokens: r.usage.cache_write_tokens,
+                cost_micros: r.cost_micros,
+                first_ms: r.first_ms,
+                last_ms: r.last_ms,
+            })
+            .collect();
+        Ok(dto::SessionList { sessions })
+    }
+
     /// One page of the call history, newest first.
     pub async fn calls(&self, query: dto::CallQuery) -> Result<dto::CallPage, ControlError> {
         let limit = if query.limit == 0 { 100 } else { query.limit.min(MAX_PAGE) };
@@ -219,6 +249,7 @@ impl ControlService {
             provider: query.provider,
             since_ms: query.since_ms,
             conversation_id: query.conversation,
+            session_id: query.session,
         };
         let mut rows = self.inner.store.recent_calls(filter).await?;
         let has_more = rows.len() > limit as usize;

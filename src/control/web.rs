@@ -61,16 +61,23 @@ impl ControlService {
         }
     }
 
-    /// Stores the Brave Search key in the keyring (and, with a config file and no `[web] key`
+    /// Stores the Brave Search key in the keyring, bound to the Brave search URL in effect (Brave's
+    /// own endpoint unless `search = "brave"` names another), (and, with a config file and no `[web] key`
     /// yet, writes `key = "keyring:brave-search"` so the file says where it is).
     pub async fn set_web_key(&self, input: dto::KeyInput) -> Result<dto::WebSettings, ControlError> {
         let secret = key_secret(input)?;
         let web = self.current().web;
         let entry = Self::web_key_entry(&web)?;
-        let keyring = keyring_of(&self.inner.gateway);
+        // Bound to the search URL the file names (Brave's own endpoint by default): the key never
+        // goes anywhere else, so a `search_url` changed later needs the key entered again.
+        let origin = match web.search {
+            WebSearch::Brave => web.search_base_url(),
+            WebSearch::None | WebSearch::Searxng => None,
+        }
+        .unwrap_or_else(|| crate::config::BRAVE_DEFAULT_URL.to_owned());
+        let secrets = self.inner.gateway.secrets().clone();
         let name = entry.clone();
-        blocking(move || Ok(keyring.set(&name, &secret)?)).await?;
-        self.inner.gateway.secrets().clear_cache();
+        blocking(move || Ok(secrets.store(&name, &origin, &secret)?)).await?;
         if web.key.is_none() && self.inner.config.path().is_some() {
             let key = format!("keyring:{entry}");
             self.change(move |doc, _| {

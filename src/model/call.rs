@@ -63,6 +63,9 @@ pub struct CallStart {
     /// The front end's request the call served (e.g. a Cursor agent stream's request id).
     #[serde(default)]
     pub request_id: Option<String>,
+    /// The client's own session (Claude Code's `X-Claude-Code-Session-Id`, Codex's `session_id`).
+    #[serde(default)]
+    pub session_id: Option<String>,
 }
 
 /// Finalises a row.

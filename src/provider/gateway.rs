@@ -18,10 +18,10 @@ use crate::provider::emulation::{self, Emulator, Finish};
 use crate::provider::error::ProviderError;
 use crate::provider::health::{HealthBook, ProviderHealth};
 use crate::provider::lingma;
-use crate::provider::retry::{backoff, retryable_status};
+use crate::provider::retry::backoff;
 use crate::provider::upstream::{self, EventStream};
 use crate::provider::{CallSink, Catalog, Route};
-use crate::secrets::{Secrets, redact};
+use crate::secrets::{BoundKey, Secrets, redact};
 
 #[derive(Debug, Clone)]
 pub struct GatewayOptions {
@@ -45,6 +45,9 @@ pub struct CallContext {
     /// conversation id and agent stream request id).
     pub conversation_id: Option<String>,
     pub request_id: Option<String>,
+    /// The client's own session (Claude Code's `X-Claude-Code-Session-Id`, Codex's `session_id`
+    /// header), recorded on the call row.
+    pub session_id: Option<String>,
 }
 
 /// A call that failed before anything reached the client (its record is already finalised).
@@ -109,19 +112,16 @@ struct EmulatedSetup {
     request: model::Request,
     /// The tools the contract names.
     tool_names: Vec<String>,
-    key: Option<SecretString>,
+    key: Option<BoundKey>,
     timeouts: TimeoutConfig,
     deadline: Instant,
 }
 
 /// Whether a failed model of a group may hand the request to the next one: the same
-/// classification as retries (connect errors, 429, 5xx), never a timeout after sending.
+/// classification as retries ([`ProviderError::not_processed`]: connect errors, 429, 5xx), never
+/// a timeout after sending or a lost answer.
 fn may_fall_back(err: &ProviderError) -> bool {
-    match err {
-        ProviderError::Connect(_) => true,
-        ProviderError::Upstream { status, .. } => retryable_status(*status),
-        _ => false,
-    }
+    err.not_processed()
 }
 
 impl std::fmt::Debug for Gateway {
@@ -132,7 +132,7 @@ impl std::fmt::Debug for Gateway {
 
 mod count;
 
-pub use count::TokenCount;
+pub use count::{CountRequest, TokenCount};
 
 impl Gateway {
     pub fn new(catalog: Catalog, secrets: Secrets, sink: Arc<dyn CallSink>, opts: GatewayOptions) -> Gateway {
@@ -141,6 +141,9 @@ impl Gateway {
             .pool_idle_timeout(Duration::from_secs(90))
             .tcp_nodelay(true)
             .user_agent(concat!("keyhaven/", env!("CARGO_PKG_VERSION")))
+            // A request carries the key and the body: a redirect is an error (`upstream::send`),
+            // never followed (reqwest keeps `x-api-key` on a cross-origin redirect).
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .unwrap_or_default();
         let health = HealthBook::new(opts.routing);
@@ -215,6 +218,7 @@ impl Gateway {
             request_body: None,
             conversation_id: ctx.conversation_id.clone(),
             request_id: ctx.request_id.clone(),
+            session_id: ctx.session_id.clone(),
         });
         let mut fallbacks = Vec::new();
         let result = self
@@ -351,24 +355,8 @@ impl Gateway {
         max_retries: u32,
         prepare_time: &mut Option<Duration>,
     ) -> Result<(EventStream, StreamEvent, Option<EmulatedSetup>), ProviderError> {
-        let key = match &route.provider.key {
-            None => None,
-            Some(key_ref) => {
-                let resolved = match self.secrets.cached(key_ref) {
-                    Some(key) => Ok(key),
-                    None => {
-                        // The first use may ask the OS keyring (D-Bus, Keychain): off the runtime.
-                        let secrets = self.secrets.clone();
-                        let key_ref = key_ref.clone();
-                        tokio::task::spawn_blocking(move || secrets.resolve(&key_ref))
-                            .await
-                            .map_err(|_| ProviderError::Canceled)?
-                    }
-                };
-                Some(resolved.map_err(|source| ProviderError::Key { provider: route.provider.name.clone(), source })?)
-            }
-        };
-        guard.secret.clone_from(&key);
+        let key = self.key_for(route).await?;
+        guard.secret = key.as_ref().map(|k| k.redaction().clone());
         let emulated_req = emulation::applies(&route.model, req).then(|| emulation::rewrite(req));
         let prepared = upstream::prepare(route, emulated_req.as_ref().unwrap_or(req), key.as_ref())?;
         if prepare_time.is_none() {
@@ -399,19 +387,20 @@ impl Gateway {
                     });
                     return Ok((events, first, emulated));
                 }
-                Err(err) => err,
+                // Redacted here, before anything logs it (retries, fallbacks, health).
+                Err(err) => err.redacted(key.as_ref().map(BoundKey::redaction)),
             };
             if may_fall_back(&err) {
-                let secrets: Vec<&SecretString> = key.iter().collect();
+                let secrets: Vec<&SecretString> = key.iter().map(BoundKey::redaction).collect();
                 self.health.failure(&route.provider.name, &redact(&err.to_string(), &secrets), Instant::now());
             }
             let retry_in = match &err {
-                ProviderError::Connect(_) => Some(None),
-                ProviderError::Upstream { status, retry_after, .. } if retryable_status(*status) => match retry_after {
+                _ if !err.not_processed() => None,
+                ProviderError::Upstream { retry_after, .. } => match retry_after {
                     Some(after) if after.as_millis() > u128::from(self.opts.retry.max_retry_after) => None,
                     other => Some(*other),
                 },
-                _ => None,
+                _ => Some(None),
             };
             let Some(retry_in) = retry_in.filter(|_| attempt < max_retries) else { return Err(err) };
             let delay = retry_in.unwrap_or_else(|| {
@@ -430,6 +419,24 @@ impl Gateway {
             }
             guard.upstream_wait += delay;
         }
+    }
+
+    /// The provider's key, bound to the origins it may go to (checked again where it is attached).
+    async fn key_for(&self, route: &Route) -> Result<Option<BoundKey>, ProviderError> {
+        let Some(key_ref) = &route.provider.key else { return Ok(None) };
+        let resolved = match self.secrets.cached(key_ref) {
+            Some(key) => Ok(key),
+            None => {
+                // The first use may ask the OS keyring (D-Bus, Keychain): off the runtime.
+                let secrets = self.secrets.clone();
+                let key_ref = key_ref.clone();
+                let origin = route.provider.base_url.clone();
+                tokio::task::spawn_blocking(move || secrets.resolve(&key_ref, &origin))
+                    .await
+                    .map_err(|_| ProviderError::Canceled)?
+            }
+        };
+        resolved.map(Some).map_err(|source| ProviderError::Key { provider: route.provider.name.clone(), source })
     }
 
     /// One attempt: the response head, then the first event.

@@ -19,7 +19,7 @@ mod upstream;
 
 pub use catalog::{Catalog, ModelEntry, ProviderEntry, Route, model_id};
 pub use error::ProviderError;
-pub use gateway::{CallContext, CallFailure, CallStream, Gateway, GatewayOptions, Timings, TokenCount};
+pub use gateway::{CallContext, CallFailure, CallStream, CountRequest, Gateway, GatewayOptions, Timings, TokenCount};
 pub use health::ProviderHealth;
 pub use recorder::{Ack, CallSink, NullSink};
 pub use retry::parse_retry_after;

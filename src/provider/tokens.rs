@@ -83,6 +83,68 @@ pub fn estimate(req: &Request, family: Family) -> u64 {
     }
 }
 
+/// The estimated input tokens of an Anthropic Messages body read as plain JSON, for a body the
+/// request decoder does not accept: every message (and `system`) counts its framing and the text
+/// of its string leaves (block `type`s, ids, signatures, cache controls and base64 data aside;
+/// an image block counts [`IMAGE_FALLBACK`]); every tool its name, description and schema as
+/// JSON text. Rougher than [`estimate`], and said to be an estimate all the same.
+pub fn estimate_value(body: &Value, family: Family) -> u64 {
+    let mut text = REPLY_PRIMING;
+    let mut images = 0u64;
+    if let Some(system) = body.get("system") {
+        text += PER_MESSAGE + 1;
+        leaf_tokens(system, &mut text, &mut images);
+    }
+    for m in body.get("messages").and_then(Value::as_array).into_iter().flatten() {
+        text += PER_MESSAGE + 1;
+        leaf_tokens(m.get("content").unwrap_or(&Value::Null), &mut text, &mut images);
+    }
+    let tools = body.get("tools").and_then(Value::as_array).filter(|t| !t.is_empty());
+    if let Some(tools) = tools {
+        for t in tools {
+            text += PER_TOOL;
+            for key in ["name", "description"] {
+                text += t.get(key).and_then(Value::as_str).map_or(0, text_tokens);
+            }
+            if let Some(schema) = t.get("input_schema") {
+                text += text_tokens(&schema.to_string());
+            }
+        }
+        text += TOOLS_END;
+    }
+    match family {
+        Family::Openai => text + images,
+        Family::Claude => {
+            let forced = matches!(body.pointer("/tool_choice/type").and_then(Value::as_str), Some("any" | "tool"));
+            let tools = match (tools.is_some(), forced) {
+                (false, _) => 0,
+                (true, true) => CLAUDE_TOOLS_FORCED,
+                (true, false) => CLAUDE_TOOLS_AUTO,
+            };
+            (text as f64 * CLAUDE_FACTOR).ceil() as u64 + tools + images
+        }
+    }
+}
+
+fn leaf_tokens(v: &Value, text: &mut u64, images: &mut u64) {
+    match v {
+        Value::String(s) => *text += text_tokens(s),
+        Value::Array(items) => items.iter().for_each(|i| leaf_tokens(i, text, images)),
+        Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("image") => *images += IMAGE_FALLBACK,
+        Value::Object(o) => {
+            for (k, v) in o {
+                match k.as_str() {
+                    "type" | "id" | "tool_use_id" | "signature" | "data" | "media_type" | "cache_control" => {}
+                    // A tool call's input is JSON the model wrote.
+                    "input" if !v.is_string() => *text += text_tokens(&v.to_string()),
+                    _ => leaf_tokens(v, text, images),
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Claude sees tools as JSON: name, description and the schema's text.
 fn json_tool_tokens(t: &ToolDef) -> u64 {
     let mut n = PER_TOOL + text_tokens(&t.name) + t.description.as_deref().map_or(0, text_tokens);

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
 use http::{HeaderMap, HeaderValue, header};
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::ExposeSecret;
 use tokio::time::Instant;
 
 use crate::config::ProviderKind;
@@ -19,6 +19,7 @@ use crate::provider::error::ProviderError;
 use crate::provider::lingma::{self, LingmaStream};
 use crate::provider::retry::parse_retry_after;
 use crate::provider::{ProviderEntry, Route};
+use crate::secrets::BoundKey;
 
 /// The Anthropic API version Keyhaven speaks.
 const ANTHROPIC_VERSION: &str = "2023-06-01";
@@ -36,17 +37,11 @@ pub struct Prepared {
     pub lingma: Option<std::sync::Arc<lingma::Prompt>>,
 }
 
-pub fn prepare(route: &Route, req: &model::Request, key: Option<&SecretString>) -> Result<Prepared, ProviderError> {
+pub fn prepare(route: &Route, req: &model::Request, key: Option<&BoundKey>) -> Result<Prepared, ProviderError> {
     let p: &ProviderEntry = &route.provider;
     let mut headers = HeaderMap::new();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(header::ACCEPT, HeaderValue::from_static("text/event-stream"));
-    let secret_header = |value: String| {
-        let mut v = HeaderValue::from_str(&value)
-            .map_err(|_| ProviderError::Connect(format!("provider `{}`: the key has invalid characters", p.name)))?;
-        v.set_sensitive(true);
-        Ok::<_, ProviderError>(v)
-    };
     if p.kind == ProviderKind::Lingma {
         let opts = p.lingma.clone().ok_or_else(|| ProviderError::Local("lingma settings missing".into()))?;
         let prompt = lingma::build(&p.name, &opts, &route.model.upstream, req).map_err(ProviderError::Local)?;
@@ -60,9 +55,6 @@ pub fn prepare(route: &Route, req: &model::Request, key: Option<&SecretString>) 
     }
     let (url, body) = match p.kind {
         ProviderKind::Openai => {
-            if let Some(key) = key {
-                headers.insert(header::AUTHORIZATION, secret_header(format!("Bearer {}", key.expose_secret()))?);
-            }
             let opts = openai_chat::EncodeOptions {
                 reasoning_content: p.reasoning_content,
                 max_tokens_field: if p.max_completion_tokens {
@@ -75,24 +67,39 @@ pub fn prepare(route: &Route, req: &model::Request, key: Option<&SecretString>) 
             (format!("{}/chat/completions", p.base_url), openai_chat::encode_request(req, &route.model.upstream, &opts))
         }
         ProviderKind::Anthropic => {
-            if let Some(key) = key {
-                headers.insert("x-api-key", secret_header(key.expose_secret().to_owned())?);
-            }
             headers.insert("anthropic-version", HeaderValue::from_static(ANTHROPIC_VERSION));
             let opts = anthropic::EncodeOptions { default_max_tokens: route.model.max_output_tokens.unwrap_or(8192) };
             (format!("{}/messages", p.base_url), anthropic::encode_request(req, &route.model.upstream, &opts))
         }
         ProviderKind::OpenaiResponses => {
-            if let Some(key) = key {
-                headers.insert(header::AUTHORIZATION, secret_header(format!("Bearer {}", key.expose_secret()))?);
-            }
             let opts = openai_responses::EncodeOptions { reasoning: route.model.capabilities.thinking };
             (format!("{}/responses", p.base_url), openai_responses::encode_request(req, &route.model.upstream, &opts))
         }
         ProviderKind::Lingma => return Err(ProviderError::Local("lingma is not an HTTP provider".into())),
     };
+    if let Some(key) = key {
+        attach_key(&mut headers, p, &url, key)?;
+    }
     let body = serde_json::to_vec(&body).map_err(|e| ProviderError::Malformed(e.to_string()))?;
     Ok(Prepared { url, headers, body: Bytes::from(body), kind: p.kind, lingma: None })
+}
+
+/// Puts the key on a request for `url` in the provider's header (`x-api-key` for Anthropic,
+/// `Authorization: Bearer` otherwise), after checking that `url` is on the origin the key is bound
+/// to ([`BoundKey::for_url`]).
+fn attach_key(headers: &mut HeaderMap, p: &ProviderEntry, url: &str, key: &BoundKey) -> Result<(), ProviderError> {
+    let secret = key.for_url(url).map_err(|source| ProviderError::Key { provider: p.name.clone(), source })?;
+    let (name, value) = match p.kind {
+        ProviderKind::Anthropic => (header::HeaderName::from_static("x-api-key"), secret.expose_secret().to_owned()),
+        ProviderKind::Openai | ProviderKind::OpenaiResponses | ProviderKind::Lingma => {
+            (header::AUTHORIZATION, format!("Bearer {}", secret.expose_secret()))
+        }
+    };
+    let mut v = HeaderValue::from_str(&value)
+        .map_err(|_| ProviderError::Connect(format!("provider `{}`: the key has invalid characters", p.name)))?;
+    v.set_sensitive(true);
+    headers.insert(name, v);
+    Ok(())
 }
 
 /// Opens the upstream's event stream: an HTTP request, or a Lingma IPC call.
@@ -112,47 +119,67 @@ pub async fn open(
     }
 }
 
-/// Asks an Anthropic-kind provider to count the input tokens of `req`
-/// (`{base_url}/messages/count_tokens`, non-streaming JSON `{"input_tokens": N}`).
-pub async fn count_tokens(
-    http: &reqwest::Client,
-    route: &Route,
-    req: &model::Request,
-    key: Option<&SecretString>,
-) -> Result<u64, ProviderError> {
-    let p: &ProviderEntry = &route.provider;
+/// The body an Anthropic-kind provider counts for `req` (the canonical request encoded, for
+/// requests Keyhaven rewrote, e.g. emulated tools).
+pub fn count_body(route: &Route, req: &model::Request) -> serde_json::Value {
     let opts = anthropic::EncodeOptions { default_max_tokens: route.model.max_output_tokens.unwrap_or(8192) };
     let mut body = anthropic::encode_request(req, &route.model.upstream, &opts);
+    count_only(&mut body);
+    body
+}
+
+/// The body the client sent, for the provider to count exactly as sent: only `model` becomes the
+/// upstream's name (and the fields a count does not take go).
+pub fn count_body_as_sent(route: &Route, mut body: serde_json::Value) -> serde_json::Value {
     if let Some(o) = body.as_object_mut() {
-        // The count endpoint takes the prompt only.
+        o.insert("model".into(), serde_json::Value::String(route.model.upstream.clone()));
+    }
+    count_only(&mut body);
+    body
+}
+
+/// The count endpoint takes the prompt only.
+fn count_only(body: &mut serde_json::Value) {
+    if let Some(o) = body.as_object_mut() {
         for field in
             ["max_tokens", "stream", "temperature", "top_p", "top_k", "stop_sequences", "metadata", "service_tier"]
         {
             o.remove(field);
         }
     }
+}
+
+/// Asks an Anthropic-kind provider to count the input tokens of `body`
+/// (`{base_url}/messages/count_tokens`, non-streaming JSON `{"input_tokens": N}`), with the
+/// client's `anthropic-beta` (features such as context management change what is counted).
+pub async fn count_tokens(
+    http: &reqwest::Client,
+    route: &Route,
+    body: &serde_json::Value,
+    beta: Option<&str>,
+    key: Option<&BoundKey>,
+) -> Result<u64, ProviderError> {
+    let p: &ProviderEntry = &route.provider;
     let mut headers = HeaderMap::new();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert("anthropic-version", HeaderValue::from_static(ANTHROPIC_VERSION));
-    if let Some(key) = key {
-        let mut v = HeaderValue::from_str(key.expose_secret())
-            .map_err(|_| ProviderError::Connect(format!("provider `{}`: the key has invalid characters", p.name)))?;
-        v.set_sensitive(true);
-        headers.insert("x-api-key", v);
+    if let Some(v) = beta.and_then(|b| HeaderValue::from_str(b).ok()) {
+        headers.insert("anthropic-beta", v);
     }
-    let resp = http
-        .post(format!("{}/messages/count_tokens", p.base_url))
-        .headers(headers)
-        .json(&body)
-        .send()
-        .await
-        .map_err(|e| ProviderError::Connect(describe(&e)))?;
+    let url = format!("{}/messages/count_tokens", p.base_url);
+    if let Some(key) = key {
+        attach_key(&mut headers, p, &url, key)?;
+    }
+    let resp = http.post(&url).headers(headers).json(body).send().await.map_err(|e| send_error(&e))?;
+    if let Some(err) = redirect_error(&resp) {
+        return Err(err);
+    }
     let status = resp.status().as_u16();
     let bytes = read_capped(resp, 64 * 1024).await;
     if !(200..300).contains(&status) {
         return Err(ProviderError::Upstream {
             status,
-            info: anthropic::decode_error(status, &bytes),
+            info: crate::dialect::error::decode_error(status, &bytes),
             retry_after: None,
         });
     }
@@ -167,16 +194,14 @@ pub async fn count_tokens(
 /// Sends one attempt and waits for the response head. Non-2xx statuses become
 /// [`ProviderError::Upstream`] with the upstream's error decoded in its dialect.
 pub async fn send(http: &reqwest::Client, p: &Prepared) -> Result<reqwest::Response, ProviderError> {
-    let resp = http
-        .post(&p.url)
-        .headers(p.headers.clone())
-        .body(p.body.clone())
-        .send()
-        .await
-        .map_err(|e| ProviderError::Connect(describe(&e)))?;
+    let resp =
+        http.post(&p.url).headers(p.headers.clone()).body(p.body.clone()).send().await.map_err(|e| send_error(&e))?;
     let status = resp.status().as_u16();
     if (200..300).contains(&status) {
         return Ok(resp);
+    }
+    if let Some(err) = redirect_error(&resp) {
+        return Err(err);
     }
     let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let retry_after = parse_retry_after(
@@ -186,13 +211,30 @@ pub async fn send(http: &reqwest::Client, p: &Prepared) -> Result<reqwest::Respo
     );
     // Error bodies are small; cap what is read anyway.
     let body = read_capped(resp, 64 * 1024).await;
-    let info = match p.kind {
-        ProviderKind::Openai => openai_chat::decode_error(status, &body),
-        ProviderKind::Anthropic => anthropic::decode_error(status, &body),
-        ProviderKind::OpenaiResponses => openai_responses::decode_error(status, &body),
-        ProviderKind::Lingma => openai_chat::decode_error(status, &body),
-    };
+    // One reader for every kind: OpenAI-compatible vendors and proxies mix the shapes.
+    let info = crate::dialect::error::decode_error(status, &body);
     Err(ProviderError::Upstream { status, info, retry_after })
+}
+
+/// A 3xx answer as [`ProviderError::Redirect`], naming where it pointed (without any user name or
+/// password in it). The client follows no redirects (`Gateway::new`), so a 3xx arrives here.
+fn redirect_error(resp: &reqwest::Response) -> Option<ProviderError> {
+    if !resp.status().is_redirection() {
+        return None;
+    }
+    let raw = resp.headers().get(header::LOCATION).map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let location = match raw {
+        None => "nowhere (no Location header)".to_owned(),
+        Some(raw) => match resp.url().join(raw.trim()) {
+            Ok(mut u) => {
+                let _ = u.set_username("");
+                let _ = u.set_password(None);
+                u.to_string()
+            }
+            Err(_) => raw.chars().take(300).collect(),
+        },
+    };
+    Some(ProviderError::Redirect { status: resp.status().as_u16(), location })
 }
 
 async fn read_capped(resp: reqwest::Response, cap: usize) -> Vec<u8> {
@@ -206,6 +248,14 @@ async fn read_capped(resp: reqwest::Response, cap: usize) -> Vec<u8> {
         }
     }
     out
+}
+
+/// Classifies a failed send. Only a connect error (refused, DNS, TLS handshake, connect timeout)
+/// proves the provider never saw the request; any other failure happened with the request
+/// written or being written (hyper already resends, by itself, a request a pooled connection
+/// closed before writing it), so the provider may be processing it: [`ProviderError::Sent`].
+fn send_error(e: &reqwest::Error) -> ProviderError {
+    if e.is_connect() { ProviderError::Connect(describe(e)) } else { ProviderError::Sent(describe(e)) }
 }
 
 /// A reqwest error without the URL's query or any header (nothing secret).
@@ -412,8 +462,9 @@ impl EventStream {
                     }
                 }
                 Some(Err(EventStreamError::Transport(e))) => {
+                    // After a 2xx head the provider is answering (and billing): never retried.
                     self.ended = true;
-                    return Some(Err(ProviderError::Connect(e.0)));
+                    return Some(Err(ProviderError::Sent(e.0)));
                 }
                 Some(Err(e)) => {
                     self.ended = true;

@@ -10,7 +10,10 @@ pub struct InterceptList {
 }
 
 impl InterceptList {
-    /// Domains are lowercased and stripped of a leading or trailing dot; empty entries dropped.
+    /// Domains are lowercased and stripped of a leading `*.` and of a leading or trailing dot;
+    /// empty entries are dropped, and so is anything outside Cursor's domains
+    /// ([`crate::config::is_cursor_domain`]; config validation refuses those with a message, this
+    /// is the CA's own guard).
     pub fn new<I, S>(domains: I) -> InterceptList
     where
         I: IntoIterator<Item = S>,
@@ -18,8 +21,17 @@ impl InterceptList {
     {
         let mut out: Vec<String> = domains
             .into_iter()
-            .map(|d| d.as_ref().trim().trim_matches('.').to_ascii_lowercase())
-            .filter(|d| !d.is_empty())
+            .map(|d| {
+                let d = d.as_ref().trim();
+                d.strip_prefix("*.").unwrap_or(d).trim_matches('.').to_ascii_lowercase()
+            })
+            .filter(|d| {
+                let cursor = crate::config::is_cursor_domain(d);
+                if !cursor && !d.is_empty() {
+                    tracing::warn!(domain = %d, "not one of Cursor's domains; it is not intercepted");
+                }
+                cursor
+            })
             .collect();
         out.sort();
         out.dedup();

@@ -126,3 +126,16 @@ fn mode_switch_is_shared() {
         assert_eq!(b.get(), m);
     }
 }
+
+#[test]
+fn allowlist_keeps_only_cursor_domains_and_reads_wildcards() {
+    let list =
+        InterceptList::new(["*.cursor.sh", "com", "co.uk", "github.com", "*.sh", "api2.cursor.com", "evilcursor.sh"]);
+    assert_eq!(list.domains(), ["api2.cursor.com", "cursor.sh"]);
+    assert!(list.matches("api2.cursor.sh"));
+    assert!(!list.matches("github.com"));
+    assert!(!list.matches("example.com"));
+    assert!(!list.matches("www.cursor.com"), "only what the list names");
+    let constraints = list.name_constraints();
+    assert_eq!(constraints.permitted_subtrees.len(), 2, "the CA's name constraints never name another site");
+}

@@ -138,7 +138,9 @@ impl Upstream {
                 Response::from_parts(parts, Body::new(body))
             }
             Err(e) => {
-                tracing::warn!(%uri, error = %e, "upstream request failed");
+                // The path only: a query may carry credentials (Cursor's `/auth/poll?…&verifier=…`).
+                let host = uri.authority().map_or("", |a| a.as_str());
+                tracing::warn!(host, path = uri.path(), error = %e, "upstream request failed");
                 bad_gateway(&uri)
             }
         }

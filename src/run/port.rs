@@ -50,6 +50,7 @@ impl ModelPort for GatewayModel {
                 cancel: call.cancel,
                 conversation_id: self.conversation_id.clone(),
                 request_id: self.request_id.clone(),
+                session_id: None,
             };
             match self.gateway.call(request, ctx).await {
                 Ok(stream) => {

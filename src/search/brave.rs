@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use reqwest::header::ACCEPT;
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::ExposeSecret;
 use serde::Deserialize;
 
 use crate::config::KeyRef;
 use crate::search::convert::strip_tags;
 use crate::search::provider::{read_json, status_error, transport_error};
 use crate::search::{SearchError, SearchHit, SearchProvider};
-use crate::secrets::Secrets;
+use crate::secrets::{BoundKey, Secrets};
 
 const NAME: &str = "Brave Search";
 /// Brave's largest `count`.
@@ -57,12 +57,12 @@ impl BraveSearch {
         BraveSearch { client, base: base.trim_end_matches('/').to_owned(), secrets, key, timeout }
     }
 
-    async fn key(&self) -> Result<SecretString, SearchError> {
+    async fn key(&self) -> Result<BoundKey, SearchError> {
         if let Some(k) = self.secrets.cached(&self.key) {
             return Ok(k);
         }
-        let (secrets, key) = (self.secrets.clone(), self.key.clone());
-        tokio::task::spawn_blocking(move || secrets.resolve(&key))
+        let (secrets, key, base) = (self.secrets.clone(), self.key.clone(), self.base.clone());
+        tokio::task::spawn_blocking(move || secrets.resolve(&key, &base))
             .await
             .map_err(|e| SearchError::Provider(format!("the keyring lookup failed: {e}")))?
             .map_err(|e| SearchError::Provider(format!("no {NAME} API key: {e}")))
@@ -76,16 +76,18 @@ impl BraveSearch {
             [("q", query), ("count", count.as_str())],
         )
         .map_err(|e| SearchError::Provider(format!("the {NAME} URL `{}` is invalid: {e}", self.base)))?;
+        // The key goes only to the origin it was stored for (`[web] search_url` may have moved).
+        let secret = key.for_url(url.as_str()).map_err(|e| SearchError::Provider(format!("{NAME}: {e}")))?;
         let resp = self
             .client
             .get(url)
             .header(ACCEPT, "application/json")
-            .header("X-Subscription-Token", key.expose_secret())
+            .header("X-Subscription-Token", secret.expose_secret())
             .send()
             .await
             .map_err(|e| transport_error(NAME, &e, self.timeout))?;
         if !resp.status().is_success() {
-            return Err(status_error(NAME, resp.status()));
+            return Err(status_error(NAME, &resp));
         }
         let answer: Answer = read_json(NAME, resp, self.timeout).await?;
         Ok(answer

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 
 use crate::search::SearchError;
-use crate::search::http::{describe, read_capped};
+use crate::search::http::{describe, display_url, read_capped};
 
 /// The most bytes of a search answer read (results are a few KiB).
 const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
@@ -19,13 +19,23 @@ pub(crate) fn transport_error(provider: &str, e: &reqwest::Error, timeout: Durat
     SearchError::Provider(format!("{provider} could not be reached: {}", describe(e, timeout)))
 }
 
-/// A non-2xx answer in words.
-pub(crate) fn status_error(provider: &str, status: reqwest::StatusCode) -> SearchError {
-    let code = status.as_u16();
+/// A non-2xx answer in words; a redirect (never followed: the request may carry a key) names
+/// where it pointed.
+pub(crate) fn status_error(provider: &str, resp: &reqwest::Response) -> SearchError {
+    let code = resp.status().as_u16();
     SearchError::Provider(match code {
         401 | 403 => format!("{provider} refused the request (HTTP {code}): check the API key"),
         300..=399 => {
-            format!("{provider} answered with a redirect (HTTP {code}); set search_url to the address it redirects to")
+            let to = resp
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|l| resp.url().join(l.trim()).ok())
+                .map_or_else(|| "an address it did not give".to_owned(), |u| display_url(&u));
+            format!(
+                "{provider} answered with a redirect (HTTP {code}) to {to}, which Keyhaven does not follow; set \
+                 search_url to the address it redirects to"
+            )
         }
         429 => format!("{provider} rate limit reached (HTTP 429); try again later"),
         500..=599 => format!("{provider} is unavailable (HTTP {code}); try again later"),

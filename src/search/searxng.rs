@@ -59,7 +59,7 @@ impl Searxng {
             )));
         }
         if !status.is_success() {
-            return Err(status_error(NAME, status));
+            return Err(status_error(NAME, &resp));
         }
         let answer: Answer = read_json(NAME, resp, self.timeout).await?;
         Ok(answer

@@ -14,7 +14,9 @@ use secrecy::SecretString;
 
 use crate::config::{KeyRef, WebConfig, WebFetch, WebSearch};
 use crate::search::convert::{html_to_markdown, strip_tags};
-use crate::search::http::{USER_AGENT, WebOptions, api_client, client};
+use std::net::IpAddr;
+
+use crate::search::http::{Lookup, USER_AGENT, WebOptions, api_client, special_range};
 use crate::search::{BraveSearch, HttpFetcher, PageFetcher, SearchError, SearchProvider, Searxng, WebTools, render};
 use crate::secrets::{Keyring, MemoryKeyring, Secrets};
 
@@ -34,8 +36,129 @@ fn opts(max_bytes: usize) -> WebOptions {
 }
 
 fn fetcher(max_bytes: usize) -> HttpFetcher {
-    let o = opts(max_bytes);
-    HttpFetcher::new(client(&o).expect("client"), &o)
+    HttpFetcher::new(&opts(max_bytes))
+}
+
+/// A fetcher whose names resolve through a fixed table (no DNS in tests).
+fn fetcher_with(names: &[(&str, &str)]) -> HttpFetcher {
+    let table: std::collections::HashMap<String, IpAddr> =
+        names.iter().map(|(n, ip)| ((*n).to_owned(), ip.parse().expect("ip"))).collect();
+    let lookup: Lookup = Arc::new(move |host: String| {
+        let found = table.get(&host).copied();
+        Box::pin(async move {
+            found.map(|ip| vec![ip]).ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "unknown name"))
+        })
+    });
+    HttpFetcher::with_lookup(&opts(1 << 20), lookup)
+}
+
+/// A server that counts its requests and redirects every one to `to` (or answers a page).
+async fn counting(to: Option<String>) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let h = hits.clone();
+    let app = Router::new().fallback(move || {
+        let h = h.clone();
+        let to = to.clone();
+        async move {
+            h.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            match to {
+                Some(to) => Redirect::temporary(&to).into_response(),
+                None => ([(header::CONTENT_TYPE, "text/plain")], "internal secret page").into_response(),
+            }
+        }
+    });
+    (serve(app).await, hits)
+}
+
+fn port(url: &str) -> u16 {
+    reqwest::Url::parse(url).expect("url").port().expect("port")
+}
+
+#[tokio::test]
+async fn the_approved_loopback_host_is_fetched() {
+    // Tests run against local servers, so the approved URL is an explicit 127.0.0.1 one.
+    let (inner, hits) = counting(None).await;
+    let page = fetcher(1 << 20).fetch(&format!("{inner}/x")).await.expect("approved host");
+    assert_eq!(page.markdown, "internal secret page");
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_redirect_to_loopback_is_refused_unless_it_is_the_approved_host() {
+    let (inner, inner_hits) = counting(None).await;
+    // approved.test is the approved host (it resolves to the test server); it redirects to 127.0.0.1.
+    let (outer, outer_hits) = counting(Some(format!("{inner}/x"))).await;
+    let f = fetcher_with(&[("approved.test", "127.0.0.1")]);
+    let err = f.fetch(&format!("http://approved.test:{}/start", port(&outer))).await.expect_err("refused");
+    let m = err.to_string();
+    assert!(m.contains("127.0.0.1 is a loopback address"), "{m}");
+    assert!(m.contains("approved exactly"), "{m}");
+    assert_eq!(outer_hits.load(std::sync::atomic::Ordering::SeqCst), 1, "the approved host was asked");
+    assert_eq!(inner_hits.load(std::sync::atomic::Ordering::SeqCst), 0, "the loopback target saw nothing");
+
+    // A name that resolves to loopback, reached by a redirect from the approved host: refused too.
+    let (outer2, _) = counting(Some(format!("http://sneaky.test:{}/x", port(&inner)))).await;
+    let f = fetcher_with(&[("approved.test", "127.0.0.1"), ("sneaky.test", "127.0.0.1")]);
+    let err = f.fetch(&format!("http://approved.test:{}/start", port(&outer2))).await.expect_err("refused");
+    assert!(err.to_string().contains("sneaky.test resolves to 127.0.0.1, which is a loopback address"), "{err}");
+    assert_eq!(inner_hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+    // The same redirect within the approved host is followed.
+    let (outer3, _) = counting(Some(format!("http://approved.test:{}/x", port(&inner)))).await;
+    let page = f.fetch(&format!("http://approved.test:{}/start", port(&outer3))).await.expect("same host");
+    assert_eq!(page.markdown, "internal secret page");
+    assert_eq!(page.url, format!("http://approved.test:{}/x", port(&inner)), "the final URL is reported");
+}
+
+#[tokio::test]
+async fn names_resolving_to_private_or_metadata_addresses_are_refused() {
+    for (to, needle) in [
+        ("http://intranet.test/", "intranet.test resolves to 10.1.2.3, which is a private address"),
+        ("http://metadata.test/latest/meta-data/", "resolves to 169.254.169.254, which is a link-local address"),
+        ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is a link-local address"),
+        ("http://[fd00::1]/", "[fd00::1] is a unique-local address"),
+        ("http://v6.test/", "v6.test resolves to ::ffff:192.168.1.1, which is a private address"),
+    ] {
+        let (outer, _) = counting(Some(to.to_owned())).await;
+        let f = fetcher_with(&[
+            ("approved.test", "127.0.0.1"),
+            ("intranet.test", "10.1.2.3"),
+            ("metadata.test", "169.254.169.254"),
+            ("v6.test", "::ffff:192.168.1.1"),
+        ]);
+        let err = f.fetch(&format!("http://approved.test:{}/", port(&outer))).await.expect_err(to);
+        assert!(err.to_string().contains(needle), "{to}: {err}");
+    }
+}
+
+#[test]
+fn special_ranges_are_named() {
+    let range = |ip: &str| special_range(ip.parse().expect("ip"));
+    for (ip, want) in [
+        ("127.0.0.1", Some("loopback")),
+        ("127.255.0.9", Some("loopback")),
+        ("10.0.0.1", Some("private")),
+        ("172.16.5.4", Some("private")),
+        ("172.32.0.1", None),
+        ("192.168.0.1", Some("private")),
+        ("169.254.169.254", Some("link-local")),
+        ("100.64.0.1", Some("shared (carrier-grade NAT)")),
+        ("0.0.0.0", Some("unspecified")),
+        ("224.0.0.1", Some("multicast or reserved")),
+        ("255.255.255.255", Some("multicast or reserved")),
+        ("8.8.8.8", None),
+        ("93.184.216.34", None),
+        ("::1", Some("loopback")),
+        ("::", Some("unspecified")),
+        ("fe80::1", Some("link-local")),
+        ("fd12:3456::1", Some("unique-local")),
+        ("::ffff:127.0.0.1", Some("loopback")),
+        ("64:ff9b::a9fe:a9fe", Some("link-local")),
+        ("2001:db8::1", Some("documentation")),
+        ("2606:4700::1111", None),
+    ] {
+        assert_eq!(range(ip), want, "{ip}");
+    }
 }
 
 const PAGE: &str = "<!doctype html><html><head><title>Keyhaven &amp; the web</title>\
@@ -198,6 +321,34 @@ async fn brave_search_sends_the_key_and_maps_results() {
     assert_eq!(uri, "/res/v1/web/search?q=rust+lang&count=2");
     assert_eq!(headers.get("x-subscription-token").and_then(|v| v.to_str().ok()), Some(KEY));
     assert!(render("rust lang", &hits).contains("1. Rust Programming"));
+}
+
+#[tokio::test]
+async fn the_brave_key_goes_only_to_the_origin_it_was_stored_for() {
+    let (stored_for, _) = api(200, BRAVE_OK).await;
+    let (elsewhere, seen) = api(200, BRAVE_OK).await;
+    let kr = Arc::new(MemoryKeyring::default());
+    let secrets = Secrets::new(kr, Arc::new(|_| None));
+    secrets.store("brave-search", &stored_for, &SecretString::from(KEY)).expect("store");
+    let err = brave(&elsewhere, secrets.clone()).search("q", 5).await.expect_err("another origin");
+    assert!(err.to_string().contains("never sent to"), "{err}");
+    assert!(seen.0.lock().expect("seen").is_empty(), "the other server saw nothing");
+    assert!(brave(&stored_for, secrets).search("q", 5).await.is_ok());
+}
+
+#[tokio::test]
+async fn a_search_redirect_is_not_followed_and_names_the_location() {
+    let (target, target_seen) = api(200, BRAVE_OK).await;
+    let loc = format!("{target}/res/v1/web/search");
+    let app = Router::new().fallback(move || {
+        let loc = loc.clone();
+        async move { Redirect::temporary(&loc) }
+    });
+    let base = serve(app).await;
+    let err = brave(&base, secrets_with_key()).search("q", 5).await.expect_err("redirect");
+    assert!(err.to_string().contains(&format!("(HTTP 307) to {target}/res/v1/web/search")), "{err}");
+    assert!(!err.to_string().contains(KEY));
+    assert!(target_seen.0.lock().expect("seen").is_empty(), "the redirect target saw nothing");
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::config::{WebConfig, WebFetch, WebSearch};
 use crate::search::brave::BraveSearch;
 use crate::search::fetch::HttpFetcher;
-use crate::search::http::{WebOptions, api_client, client};
+use crate::search::http::{WebOptions, api_client};
 use crate::search::searxng::Searxng;
 use crate::search::{PageFetcher, SearchError, SearchProvider};
 use crate::secrets::Secrets;
@@ -26,7 +26,7 @@ impl WebTools {
     pub fn from_config(web: &WebConfig, secrets: &Secrets) -> Result<WebTools, SearchError> {
         let opts = WebOptions::from_config(web);
         let fetcher: Option<Arc<dyn PageFetcher>> = match web.fetch {
-            WebFetch::Keyhaven => Some(Arc::new(HttpFetcher::new(client(&opts)?, &opts))),
+            WebFetch::Keyhaven => Some(Arc::new(HttpFetcher::new(&opts))),
             WebFetch::Editor => None,
         };
         Ok(WebTools { search: search_provider(web, api_client(&opts)?, secrets)?, fetcher })

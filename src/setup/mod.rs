@@ -15,7 +15,8 @@
 //!   when asked for. No token: Cursor's traffic reaches Keyhaven through the proxy.
 //! - Claude Code (`~/.claude/settings.json`): `env.ANTHROPIC_BASE_URL` = the gateway,
 //!   `env.ANTHROPIC_AUTH_TOKEN` = the client's token, optional `ANTHROPIC_MODEL` and
-//!   `ANTHROPIC_SMALL_FAST_MODEL`.
+//!   `ANTHROPIC_SMALL_FAST_MODEL`, and `ENABLE_TOOL_SEARCH = "true"` when the chosen model is
+//!   served by a real Anthropic endpoint ([`serves_on_anthropic`]).
 //! - Codex CLI (`~/.codex/config.toml`): `model_provider = "keyhaven"`, optional `model`, and
 //!   `[model_providers.keyhaven]` with `base_url` = gateway + `/v1`, `wire_api = "responses"` and
 //!   the token as a static `http_headers.Authorization` bearer header, so no environment variable
@@ -34,7 +35,7 @@ mod fsio;
 mod state;
 mod tokens;
 
-pub use tokens::{ClientTokens, TOKEN_PREFIX, generate_token, keyring_entry};
+pub use tokens::{ClientTokens, TOKEN_PREFIX, TokenLocation, generate_token, keyring_entry};
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -142,6 +143,36 @@ pub struct SetupOptions {
     pub small_model: Option<String>,
     /// Cursor: set `cursor.general.disableHttp2`, for a transport that needs HTTP/1.1.
     pub disable_http2: bool,
+    /// Claude Code: set `env.ENABLE_TOOL_SEARCH = "true"`. Claude Code turns its tool search off
+    /// behind any base URL that is not Anthropic's, so every request then carries every MCP
+    /// tool's schema; Keyhaven asks for it back when the chosen model is served by a real
+    /// Anthropic endpoint ([`serves_on_anthropic`]), which runs the search server-side.
+    pub tool_search: bool,
+}
+
+/// Whether `model` (a model name or alias of `config`, or a group, which counts for its first
+/// model) is served by a real Anthropic endpoint: a provider of kind `anthropic` whose base URL's
+/// origin is `https://api.anthropic.com`. Anything else (a proxy, another vendor's Anthropic-shaped
+/// API, an unknown model) is not.
+pub fn serves_on_anthropic(config: &crate::config::FileConfig, model: &str) -> bool {
+    let name = config
+        .groups
+        .iter()
+        .find(|g| g.name.get_ref() == model)
+        .and_then(|g| g.models.first())
+        .map_or(model, String::as_str);
+    let Some(m) = config.models.iter().find(|m| m.name.get_ref() == name || m.aliases.iter().any(|a| a == name)) else {
+        return false;
+    };
+    let Some(p) = config.providers.iter().find(|p| p.name.get_ref() == m.provider.get_ref()) else {
+        return false;
+    };
+    if p.kind != crate::config::ProviderKind::Anthropic {
+        return false;
+    }
+    let Some(rest) = p.base_url().strip_prefix("https://") else { return false };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default().to_ascii_lowercase();
+    matches!(authority.as_str(), "api.anthropic.com" | "api.anthropic.com:443")
 }
 
 /// The provider id Keyhaven adds to Codex's `model_providers`.
@@ -240,6 +271,9 @@ fn desired(
             }
             if let Some(m) = &opts.small_model {
                 out.push((key(&["env", "ANTHROPIC_SMALL_FAST_MODEL"]), json!(m)));
+            }
+            if opts.tool_search {
+                out.push((key(&["env", "ENABLE_TOOL_SEARCH"]), json!("true")));
             }
         }
         Client::Codex => {
@@ -747,3 +781,16 @@ pub fn env_unsets(env: &SetupEnv) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// Cursor's `cursor.general.disableHttp2` setting: `None` when Cursor has no settings file (or it
+/// does not parse), else whether it is `true`. Read-only, for `keyhaven doctor`.
+pub fn cursor_http2_disabled(env: &SetupEnv) -> Result<Option<bool>, SetupError> {
+    let file = fsio::resolve(&config_path(env, Client::Cursor)?);
+    let Some(bytes) = fsio::read(&file)? else { return Ok(None) };
+    let Some(doc) = std::str::from_utf8(&bytes).ok().and_then(|t| Doc::parse(Client::Cursor.format(), &file, t).ok())
+    else {
+        return Ok(None);
+    };
+    let value = doc.get(&file, &["cursor.general.disableHttp2".to_owned()])?;
+    Ok(Some(matches!(value, Some(serde_json::Value::Bool(true)))))
+}

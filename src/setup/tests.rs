@@ -258,3 +258,62 @@ fn env_exports_per_shell() {
     "#]]
     .assert_eq(&env_unsets(&env(Platform::MacOs)));
 }
+
+/// A machine without an OS keyring (every call answers `Unavailable`, as the Secret Service
+/// does when no D-Bus session can be reached).
+struct NoKeyring;
+
+impl crate::secrets::Keyring for NoKeyring {
+    fn get(&self, _: &str) -> Result<Option<secrecy::SecretString>, crate::secrets::SecretError> {
+        Err(crate::secrets::SecretError::Unavailable("DBus error: Unable to autolaunch a dbus-daemon".into()))
+    }
+    fn set(&self, _: &str, _: &secrecy::SecretString) -> Result<(), crate::secrets::SecretError> {
+        Err(crate::secrets::SecretError::Unavailable("DBus error: Unable to autolaunch a dbus-daemon".into()))
+    }
+    fn delete(&self, _: &str) -> Result<bool, crate::secrets::SecretError> {
+        Err(crate::secrets::SecretError::Unavailable("DBus error: Unable to autolaunch a dbus-daemon".into()))
+    }
+}
+
+/// Issue 14 §8: without a keyring, client tokens live in 0600 files in a 0700 directory, like
+/// the CA key; with one, no file exists.
+#[test]
+fn client_tokens_fall_back_to_private_files_without_a_keyring() {
+    use crate::setup::TokenLocation;
+    let dir = tempfile::tempdir().expect("dir");
+    let tokens = ClientTokens::new(Arc::new(NoKeyring), dir.path());
+    assert!(tokens.get("env").expect("get").is_none());
+    let t = tokens.issue("env").expect("issued without a keyring");
+    let file = dir.path().join("client-tokens").join("env");
+    assert_eq!(std::fs::read_to_string(&file).expect("token file"), t.expose_secret());
+    assert_eq!(tokens.location("env").expect("location"), Some(TokenLocation::File(file.clone())));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode(&file), 0o600, "the token file is the user's only");
+        assert_eq!(mode(&dir.path().join("client-tokens")), 0o700);
+    }
+    assert_eq!(tokens.issue("env").expect("again").expose_secret(), t.expose_secret(), "the same token again");
+    assert_eq!(tokens.client_for_token(t.expose_secret()).as_deref(), Some("env"), "the gateway finds it");
+    assert_eq!(tokens.client_for_token("kh-0000").as_deref(), None);
+    assert!(tokens.revoke("env").expect("revoke"));
+    assert!(!file.exists(), "revoked tokens leave no file");
+    assert!(tokens.get("env").expect("get").is_none());
+    assert!(tokens.issue("../escape").is_err(), "a client name is never a path");
+
+    // With a keyring: no file; a token written to a file earlier is still found, and storing it
+    // again moves it into the keyring (one copy).
+    let keyring = Arc::new(MemoryKeyring::default());
+    let old = ClientTokens::new(Arc::new(NoKeyring), dir.path()).issue("codex").expect("file token");
+    let tokens = ClientTokens::new(keyring, dir.path());
+    assert_eq!(
+        tokens.get("codex").expect("get").map(|t| t.expose_secret().to_owned()),
+        Some(old.expose_secret().to_owned())
+    );
+    tokens.store("codex", &old).expect("store");
+    assert_eq!(tokens.location("codex").expect("location"), Some(TokenLocation::Keyring));
+    assert!(!dir.path().join("client-tokens").join("codex").exists(), "moved into the keyring");
+    tokens.issue("cursor").expect("issue");
+    assert!(!dir.path().join("client-tokens").join("cursor").exists(), "a keyring keeps it; no file");
+}

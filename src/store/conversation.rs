@@ -193,6 +193,29 @@ fn acked_blobs(
 }
 
 /// Applies one op inside the writer's transaction; returns the rows it inserted or changed.
+/// Retention: deletes every conversation whose last activity (the row's `updated_ms`, its newest
+/// run start or finish, message, pending message, acknowledged blob or checkpoint) is before
+/// `before_ms` and that has no running run, with everything it owns (runs, tool rounds,
+/// messages, checkpoints, pending messages and acknowledged blobs go by `ON DELETE CASCADE`).
+/// Returns the conversations deleted.
+pub(crate) fn prune(conn: &Connection, before_ms: i64) -> rusqlite::Result<u64> {
+    let n = conn
+        .prepare_cached(
+            "DELETE FROM conversations WHERE updated_ms < ?1 \
+             AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.conversation_id = conversations.id \
+                 AND (r.status = 'running' OR r.started_ms >= ?1 OR COALESCE(r.finished_ms, 0) >= ?1)) \
+             AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = conversations.id AND m.created_ms >= ?1) \
+             AND NOT EXISTS (SELECT 1 FROM pending_messages p WHERE p.conversation_id = conversations.id \
+                 AND p.created_ms >= ?1) \
+             AND NOT EXISTS (SELECT 1 FROM acked_blobs b WHERE b.conversation_id = conversations.id \
+                 AND b.acked_ms >= ?1) \
+             AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.conversation_id = conversations.id \
+                 AND c.created_ms >= ?1)",
+        )?
+        .execute([before_ms])?;
+    Ok(u64::try_from(n).unwrap_or(u64::MAX))
+}
+
 pub(crate) fn apply(conn: &Connection, op: &ConversationOp, epoch: i64) -> rusqlite::Result<u64> {
     match op {
         ConversationOp::StartRun(s) => {

@@ -43,8 +43,8 @@ use crate::store::writer::{Command, Writer};
 
 pub use conversation::{CheckpointRecord, ConversationOp};
 pub use read::{
-    CallDetail, CallFilter, CallSummary, DEFAULT_LIMIT, LATENCY_BOUNDS_MS, LatencyHistogram, MAX_LIMIT, UsageGroup,
-    UsageGroupRow, UsageRow, UsageSplitRow, UsageTotals,
+    CallDetail, CallFilter, CallSummary, DEFAULT_LIMIT, LATENCY_BOUNDS_MS, LatencyHistogram, MAX_LIMIT, SessionRow,
+    UsageGroup, UsageGroupRow, UsageRow, UsageSplitRow, UsageTotals,
 };
 
 /// How long SQLite waits on a lock held by another connection.
@@ -199,16 +199,34 @@ fn configure(conn: &Connection, opts: &StoreOptions, file_backed: bool) -> rusql
     Ok(())
 }
 
+/// The database file and SQLite's companions, owner-only (they hold request and response bodies
+/// and transcripts). A missing database file is created empty with mode 0600 first: SQLite keeps
+/// the mode of a file that exists and gives the `-wal`, `-shm` and `-journal` files it creates
+/// the database file's mode. Companions left looser by an earlier build are restricted.
+pub fn private_files(path: &Path) -> Result<(), String> {
+    crate::perms::private_file(path).map_err(|e| format!("cannot create or restrict {}: {e}", path.display()))?;
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let companion = std::path::PathBuf::from(name);
+        crate::perms::restrict(&companion, crate::perms::FILE_MODE)
+            .map_err(|e| format!("cannot restrict {}: {e}", companion.display()))?;
+    }
+    Ok(())
+}
+
 impl Store {
     /// Opens (creating if needed, with its parent directory) the database at `path`, migrates it
-    /// and starts the writer.
+    /// and starts the writer. On Unix the database and its `-wal`/`-shm` files are 0600 and a
+    /// directory it creates 0700 (see [`crate::perms`]).
     pub fn open(path: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
         let location = path.display().to_string();
         let open_err = |message: String| StoreError::Open { path: location.clone(), message };
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)
+            crate::perms::create_dirs(parent)
                 .map_err(|e| open_err(format!("cannot create {}: {e}", parent.display())))?;
         }
+        private_files(path).map_err(open_err)?;
         let mut conn = Connection::open(path).map_err(|e| open_err(e.to_string()))?;
         configure(&conn, &opts, true).map_err(|e| open_err(e.to_string()))?;
         schema::migrate(&mut conn, &location).map_err(|e| match e {
@@ -299,8 +317,10 @@ impl Store {
         self.submit(|r| Command::DeleteCall(id, r))
     }
 
-    /// Deletes finished calls that started before `before_ms` (retention). In-flight rows and
-    /// `usage_daily` stay. Resolves to the rows deleted.
+    /// Retention: deletes finished calls that started before `before_ms`, and the agent
+    /// conversations idle since before it (transcript, runs, tool rounds, checkpoints, pending
+    /// messages, acknowledged blobs; never one with a running run). In-flight calls and the
+    /// rollups stay. Resolves to the calls deleted.
     pub fn prune(&self, before_ms: i64) -> Ack<u64> {
         self.submit(|reply| Command::Prune { before_ms, reply })
     }
@@ -418,6 +438,11 @@ impl Store {
     /// Calls matching `filter`, newest first, without bodies.
     pub async fn recent_calls(&self, filter: CallFilter) -> Result<Vec<CallSummary>, StoreError> {
         self.read(move |c| read::recent_calls(c, &filter)).await
+    }
+
+    /// Calls grouped by client session, most recently active first (see [`SessionRow`]).
+    pub async fn sessions(&self, since_ms: i64, limit: u32) -> Result<Vec<SessionRow>, StoreError> {
+        self.read(move |c| read::sessions(c, since_ms, limit)).await
     }
 
     /// One call with its bodies.

@@ -114,6 +114,8 @@ pub struct CallFilter {
     pub since_ms: Option<i64>,
     /// Only the calls of this front-end conversation.
     pub conversation_id: Option<String>,
+    /// Only the calls of this client session.
+    pub session_id: Option<String>,
 }
 
 /// One call without its bodies.
@@ -142,6 +144,8 @@ pub struct CallSummary {
     pub error_message: Option<String>,
     pub conversation_id: Option<String>,
     pub request_id: Option<String>,
+    /// The client's own session (Claude Code, Codex), when it sent one.
+    pub session_id: Option<String>,
 }
 
 /// One call with its captured bodies.
@@ -158,7 +162,7 @@ pub struct CallDetail {
 const SUMMARY_COLUMNS: &str = "id, started_ms, finished_ms, status, dialect, client, model, model_id, provider, \
      upstream_model, stream, http_status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, \
      reasoning_tokens, usage_estimated, cost_micros, price_version, ttft_ms, total_ms, retries, error_kind, \
-     error_message, conversation_id, request_id";
+     error_message, conversation_id, request_id, session_id";
 
 fn to_u64(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
@@ -209,6 +213,7 @@ fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<CallSummary> {
         error_message: row.get(24)?,
         conversation_id: row.get(25)?,
         request_id: row.get(26)?,
+        session_id: row.get(27)?,
     })
 }
 
@@ -235,6 +240,10 @@ pub(crate) fn recent_calls(conn: &Connection, filter: &CallFilter) -> Result<Vec
         sql.push_str(" AND conversation_id = ?");
         params.push(Value::Text(conversation.clone()));
     }
+    if let Some(session) = &filter.session_id {
+        sql.push_str(" AND session_id = ?");
+        params.push(Value::Text(session.clone()));
+    }
     if let Some(since) = filter.since_ms {
         sql.push_str(" AND started_ms >= ?");
         params.push(Value::Integer(since));
@@ -255,9 +264,9 @@ pub(crate) fn call_detail(conn: &Connection, id: &str) -> Result<Option<CallDeta
         .query_row([id], |row| {
             Ok(CallDetail {
                 summary: summary_from_row(row)?,
-                request_body: row.get(27)?,
-                response_body: row.get(28)?,
-                process_epoch: row.get(29)?,
+                request_body: row.get(28)?,
+                response_body: row.get(29)?,
+                process_epoch: row.get(30)?,
             })
         })
         .optional()?;
@@ -402,4 +411,49 @@ pub(crate) fn latency_histograms(
         }
     }
     Ok(out)
+}
+
+/// One client session's calls, summed ([`Store::sessions`](crate::store::Store::sessions)).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionRow {
+    pub session_id: String,
+    /// The client of the session's latest call.
+    pub client: String,
+    pub calls: u64,
+    pub errors: u64,
+    pub usage: Usage,
+    pub cost_micros: i64,
+    pub first_ms: i64,
+    pub last_ms: i64,
+}
+
+/// Calls grouped by client session, most recently active first: sessions with a call started at
+/// or after `since_ms`, at most `limit` (0 means [`DEFAULT_LIMIT`], capped at [`MAX_LIMIT`]).
+/// Reads `calls` through its `session_id` index.
+pub(crate) fn sessions(conn: &Connection, since_ms: i64, limit: u32) -> Result<Vec<SessionRow>, StoreError> {
+    let limit = if limit == 0 { DEFAULT_LIMIT } else { limit.min(MAX_LIMIT) };
+    let mut stmt = conn.prepare_cached(
+        "SELECT session_id, \
+         (SELECT c2.client FROM calls c2 WHERE c2.session_id = calls.session_id ORDER BY c2.started_ms DESC LIMIT 1), \
+         COUNT(*), SUM(status = 'error'), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), \
+         COALESCE(SUM(cache_read_tokens), 0), COALESCE(SUM(cache_write_tokens), 0), \
+         COALESCE(SUM(reasoning_tokens), 0), COALESCE(SUM(cost_micros), 0), MIN(started_ms), MAX(started_ms) \
+         FROM calls WHERE session_id IS NOT NULL GROUP BY session_id HAVING MAX(started_ms) >= ?1 \
+         ORDER BY MAX(started_ms) DESC, session_id LIMIT ?2",
+    )?;
+    let rows = stmt
+        .query_map(rusqlite::params![since_ms, i64::from(limit)], |row| {
+            Ok(SessionRow {
+                session_id: row.get(0)?,
+                client: row.get(1)?,
+                calls: to_u64(row.get(2)?),
+                errors: to_u64(row.get(3)?),
+                usage: usage_at(row, 4)?,
+                cost_micros: row.get(9)?,
+                first_ms: row.get(10)?,
+                last_ms: row.get(11)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
 }

@@ -32,6 +32,7 @@ fn start(id: &str, started_ms: i64, model: &str) -> CallStart {
         request_body: Some("{\"req\":1}".into()),
         conversation_id: None,
         request_id: None,
+        session_id: None,
     }
 }
 
@@ -315,6 +316,7 @@ async fn start_and_finish_round_trip_every_field() {
             error_message: Some("busy".into()),
             conversation_id: None,
             request_id: None,
+            session_id: None,
         },
         request_body: s.request_body.clone(),
         response_body: f.response_body.clone(),
@@ -720,4 +722,49 @@ async fn calls_carry_their_conversation_and_request_and_filter_by_conversation()
     assert_eq!(detail.request_body.as_deref(), Some("{\"req\":1}"), "the body columns still line up");
     let none = store.call_detail("d").await.expect("read").expect("row");
     assert_eq!((none.summary.conversation_id, none.summary.request_id), (None, None));
+}
+
+#[tokio::test]
+async fn calls_carry_their_client_session_and_group_by_it() {
+    let store = Store::open_in_memory(opts(1)).expect("open");
+    let with = |id: &str, session: Option<&str>, client: &str, at: i64| CallStart {
+        session_id: session.map(str::to_owned),
+        client: client.to_owned(),
+        ..start(id, at, "m")
+    };
+    let calls = [
+        ("a", Some("s-claude"), "claude-code", DAY0, CallStatus::Ok, 10),
+        ("b", Some("s-codex"), "codex", DAY0 + 10, CallStatus::Ok, 100),
+        ("c", Some("s-claude"), "claude-code", DAY0 + 20, CallStatus::Error, 1),
+        ("d", None, "curl", DAY0 + 30, CallStatus::Ok, 1000),
+        ("e", Some("s-old"), "codex", DAY0 - DAY_MS, CallStatus::Ok, 5),
+    ];
+    for (id, session, client, at, status, tokens) in calls {
+        store.record_start(with(id, session, client, at)).await.expect("start");
+        store.record_finish(finish(id, at + 5, status, tokens)).await.expect("finish");
+    }
+    let filter = CallFilter { session_id: Some("s-claude".into()), ..CallFilter::default() };
+    let ids: Vec<String> = store.recent_calls(filter).await.expect("rows").into_iter().map(|r| r.id).collect();
+    assert_eq!(ids, vec!["c", "a"], "newest first, only that session");
+    let detail = store.call_detail("b").await.expect("read").expect("row");
+    assert_eq!(detail.summary.session_id.as_deref(), Some("s-codex"));
+    assert_eq!(detail.request_body.as_deref(), Some("{\"req\":1}"), "the body columns still line up");
+    assert_eq!(detail.process_epoch, Some(1));
+
+    let sessions = store.sessions(DAY0, 0).await.expect("sessions");
+    let got: Vec<(&str, &str, u64, u64, u64, i64, i64)> = sessions
+        .iter()
+        .map(|s| {
+            (s.session_id.as_str(), s.client.as_str(), s.calls, s.errors, s.usage.input_tokens, s.first_ms, s.last_ms)
+        })
+        .collect();
+    // `s-old` was last active before `since`; calls without a session are in no group.
+    assert_eq!(
+        got,
+        vec![
+            ("s-claude", "claude-code", 2, 1, 11, DAY0, DAY0 + 20),
+            ("s-codex", "codex", 1, 0, 100, DAY0 + 10, DAY0 + 10),
+        ]
+    );
+    assert_eq!(store.sessions(DAY0 - DAY_MS, 1).await.expect("limited").len(), 1, "the limit holds");
 }

@@ -256,9 +256,9 @@ pub(crate) fn to_i64(v: u64) -> i64 {
 fn insert_start(conn: &Connection, s: &CallStart, epoch: i64) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(
         "INSERT INTO calls (id, started_ms, status, dialect, client, model, model_id, provider, upstream_model, \
-         stream, request_body, process_epoch, conversation_id, request_id) \
+         stream, request_body, process_epoch, conversation_id, request_id, session_id) \
          VALUES (:id, :started_ms, :status, :dialect, :client, :model, :model_id, :provider, :upstream_model, \
-         :stream, :request_body, :epoch, :conversation_id, :request_id) \
+         :stream, :request_body, :epoch, :conversation_id, :request_id, :session_id) \
          ON CONFLICT (id) DO NOTHING",
     )?;
     stmt.execute(named_params! {
@@ -276,6 +276,7 @@ fn insert_start(conn: &Connection, s: &CallStart, epoch: i64) -> rusqlite::Resul
         ":epoch": epoch,
         ":conversation_id": s.conversation_id,
         ":request_id": s.request_id,
+        ":session_id": s.session_id,
     })?;
     Ok(())
 }
@@ -404,11 +405,17 @@ fn delete_call(conn: &Connection, id: &str) -> rusqlite::Result<u64> {
     Ok(u64::try_from(n).unwrap_or(u64::MAX))
 }
 
-/// Deletes finished calls that started before `before_ms`. In-flight rows and rollups stay.
+/// Deletes finished calls that started before `before_ms`, and the agent transcripts idle since
+/// before it (see [`conversation::prune`]). In-flight rows and rollups stay. Returns the calls
+/// deleted.
 fn prune(conn: &Connection, before_ms: i64) -> rusqlite::Result<u64> {
     let n = conn
         .prepare_cached("DELETE FROM calls WHERE started_ms < ?1 AND status <> 'in_flight'")?
         .execute([before_ms])?;
+    let conversations = conversation::prune(conn, before_ms)?;
+    if conversations > 0 {
+        tracing::info!(conversations, "pruned agent transcripts past retention");
+    }
     Ok(u64::try_from(n).unwrap_or(u64::MAX))
 }
 

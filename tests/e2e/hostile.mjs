@@ -5,7 +5,11 @@
 // and the gateway via 127.0.0.1, localhost, 0.0.0.0 and [::1]. This script checks that no
 // response was readable (beyond the engine's refusals on the rebinding origin, which must be
 // there: they prove the requests reached the engine); Rust checks that nothing changed.
-// Env: KH_URL, KH_TOKEN (only to prove it never leaked), KH_CALL_ID, KH_ARTIFACTS, KH_CHROMIUM.
+// The browser is signed in to the dashboard first (a one-time link, KH_LINK), so every attack
+// runs with the session cookie in the jar: the cookie must not help a page of another origin,
+// not even one on 127.0.0.1 or localhost (same-site, so SameSite=Strict still sends it).
+// Env: KH_URL, KH_LINK, KH_TOKEN (only to prove it never leaked), KH_CALL_ID, KH_ARTIFACTS,
+// KH_CHROMIUM.
 import { readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { join } from "node:path";
@@ -13,6 +17,7 @@ import { check, launch, need, run } from "./lib.mjs";
 
 const URL_ = need("KH_URL");
 const TOKEN = need("KH_TOKEN");
+const LINK = need("KH_LINK");
 const CALL = need("KH_CALL_ID");
 const ART = need("KH_ARTIFACTS");
 const ENGINE_PORT = new URL(URL_).port;
@@ -48,6 +53,11 @@ await run(async (keep) => {
   await context.route(`${rebind}/attack.html*`, (route) => route.fulfill({ status: 200, contentType: "text/html", body: HTML.toString() }));
   await context.route(`${rebind}/attack.js`, (route) => route.fulfill({ status: 200, contentType: "text/javascript", body: JS.toString() }));
 
+  // The user's own dashboard session, in the same browser.
+  const own = await context.newPage();
+  await own.goto(LINK);
+  await own.locator("h1", { hasText: "Overview" }).waitFor();
+  check((await context.cookies(URL_)).length === 1, "the browser holds a dashboard session");
   const query = `engine=${ENGINE_PORT}&call=${encodeURIComponent(CALL)}`;
   const pages = [
     ["evil.example", `http://evil.example:${EVIL_PORT}/attack.html?${query}`],

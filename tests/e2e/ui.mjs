@@ -1,12 +1,14 @@
 // The UI walkthrough (tests/it/ui_e2e.rs `ui_walkthrough_in_chromium`): every flow of issues 6
 // and 8 through the real pages in Chromium, then screenshots of every page in light and dark.
-// Env: KH_URL (engine), KH_TOKEN (control token, for read-back checks only), KH_MOCK_URL,
-// KH_KEY (a provider key to type in), KH_ARTIFACTS, KH_CHROMIUM.
+// Env: KH_URL (engine), KH_LINK (a one-time dashboard link, as `keyhaven dashboard` prints),
+// KH_TOKEN (control token: read-back checks from Node, and to prove the page never has it),
+// KH_MOCK_URL, KH_KEY (a provider key to type in), KH_ARTIFACTS, KH_CHROMIUM.
 import { join } from "node:path";
 import { check, launch, need, run } from "./lib.mjs";
 
 const URL = need("KH_URL");
 const TOKEN = need("KH_TOKEN");
+const LINK = need("KH_LINK");
 const MOCK = need("KH_MOCK_URL");
 const KEY = need("KH_KEY");
 const ART = need("KH_ARTIFACTS");
@@ -50,11 +52,26 @@ await run(async (keep) => {
   const shot = (name) => page.screenshot({ path: join(ART, `${name}.png`), fullPage: true });
   const settle = () => page.waitForFunction(() => !document.querySelector("main [role=status]")?.textContent?.includes("Loading"));
 
-  step("the page loads with the injected token and is keyboard friendly");
+  step("without a session the page says how to open the dashboard");
+  await page.goto(`${URL}/#/overview`);
+  await page.getByRole("alert").filter({ hasText: "not signed in" }).waitFor();
+  check((await page.getByText("keyhaven dashboard").count()) > 0, "the notice names `keyhaven dashboard`");
+  await shot("no-session");
+
+  step("the one-time link gives a session; the page and its cookie jar never show a credential");
+  await page.goto(LINK);
+  await page.locator("h1", { hasText: "Overview" }).waitFor();
+  check(new globalThis.URL(page.url()).search === "", `the nonce left the address bar: ${page.url()}`);
+  check(!(await page.content()).includes(TOKEN), "the page has no control token");
+  check((await page.evaluate(() => document.cookie)) === "", "the session cookie is HttpOnly");
+  const cookies = await context.cookies(URL);
+  check(cookies.length === 1 && cookies[0].httpOnly && cookies[0].sameSite === "Strict", `one strict HttpOnly cookie: ${JSON.stringify(cookies.map((c) => ({ ...c, value: "…" })))}`);
+  check(cookies[0].value !== TOKEN, "the cookie is not the control token");
+  const again = await context.request.get(LINK, { maxRedirects: 0 });
+  check(again.status() === 401, `a used link is refused (${again.status()})`);
   await page.goto(`${URL}/#/overview`);
   await page.locator("h1", { hasText: "Overview" }).waitFor();
-  check((await page.locator('meta[name="keyhaven-token"]').getAttribute("content")) === TOKEN, "token injected");
-  check((await page.getByRole("alert").filter({ hasText: "No control token" }).count()) === 0, "no token warning");
+  check((await page.getByRole("alert").filter({ hasText: "not signed in" }).count()) === 0, "no sign-in notice with a session");
   await page.keyboard.press("Tab");
   check((await page.evaluate(() => document.activeElement?.textContent)) === "Skip to content", "the first Tab reaches the skip link");
   await page.keyboard.press("Enter");
@@ -130,7 +147,8 @@ await run(async (keep) => {
   check(JSON.parse(chatText).choices?.[0]?.message?.role === "assistant", `chat answer: ${chatText}`);
   const msg = await fetch(`${URL}/v1/messages`, {
     method: "POST",
-    headers: { "content-type": "application/json", "anthropic-version": "2023-06-01" },
+    // As Claude Code does: its session on every request.
+    headers: { "content-type": "application/json", "anthropic-version": "2023-06-01", "x-claude-code-session-id": "e2e-session-0001" },
     body: JSON.stringify({ model: "e2e-alias", max_tokens: 64, messages: [{ role: "user", content: "Hello again" }] }),
   });
   const msgText = await msg.text();
@@ -143,6 +161,13 @@ await run(async (keep) => {
   await page.waitForFunction(() => document.querySelectorAll("table.table tbody tr").length >= 3);
   const listed = await rows.allInnerTexts();
   check(listed.some((t) => t.includes("e2e-alias")) && listed.some((t) => t.includes("e2e-model")), `calls listed: ${listed.join(" | ")}`);
+  step("group and filter them by the client's session");
+  await page.locator("details.sessions summary").click();
+  await page.locator("details.sessions").getByRole("button", { name: "Session e2e-session-0001" }).click();
+  await page.waitForFunction(() => document.querySelectorAll("table.calls tbody tr").length === 1);
+  const bySession = await page.locator("table.calls tbody tr").allInnerTexts();
+  check(bySession.length === 1 && bySession[0].includes("e2e-alias"), `calls of the session: ${bySession.join(" | ")}`);
+  await shot("calls-by-session");
   await rows.filter({ hasText: "e2e-alias" }).first().getByRole("link").click();
   await page.locator("dd", { hasText: "anthropic" }).first().waitFor();
   await page.getByText("Request body").waitFor();

@@ -23,7 +23,6 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 const MARKER: &str = "hello-from-keyhaven";
 const FINAL_TEXT: &str = "Codex-through-Keyhaven-done";
 
-
 /// `vendor/<triple>/bin/codex` inside an installed `@openai/codex-<platform>` package.
 fn find_in_node_modules(root: &Path) -> Option<PathBuf> {
     let scope = root.join("node_modules/@openai");
@@ -39,14 +38,19 @@ fn find_in_node_modules(root: &Path) -> Option<PathBuf> {
     None
 }
 
-fn codex_bin() -> Option<PathBuf> {
+/// The pinned Codex binary: `KEYHAVEN_CODEX_BIN`, else `tests/codex/node_modules` (no skip logic;
+/// the client matrix in `clients.rs` uses it too).
+pub(crate) fn find_codex() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("KEYHAVEN_CODEX_BIN") {
         let p = PathBuf::from(p);
         assert!(p.is_file(), "KEYHAVEN_CODEX_BIN={} is not a file", p.display());
         return Some(p);
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/codex");
-    if let Some(p) = find_in_node_modules(&root) {
+    find_in_node_modules(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/codex"))
+}
+
+fn codex_bin() -> Option<PathBuf> {
+    if let Some(p) = find_codex() {
         return Some(p);
     }
     assert!(

@@ -135,6 +135,7 @@ async fn providers_models_calls_usage_routing_retention_through_the_control_serv
             key: None,
             reasoning_content: None,
             max_completion_tokens: None,
+            key_value: None,
         })
         .await
         .expect("create provider");
@@ -308,6 +309,7 @@ async fn providers_models_calls_usage_routing_retention_through_the_control_serv
             request_body: None,
             conversation_id: None,
             request_id: None,
+            session_id: None,
         })
         .await
         .expect("start");
@@ -566,7 +568,7 @@ async fn control_api_refuses_foreign_pages_with_no_side_effects() {
 }
 
 #[tokio::test]
-async fn the_ui_is_served_with_the_token_injected() {
+async fn the_ui_is_served_byte_for_byte_without_the_token() {
     let mock = MockUpstream::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let ui = dir.path().join("ui");
@@ -590,7 +592,8 @@ async fn the_ui_is_served_with_the_token_injected() {
     assert_eq!(index.headers()["x-frame-options"], "DENY");
     assert_eq!(index.headers()["cache-control"], "no-store");
     let html = index.text().await.expect("html");
-    assert!(html.contains(&format!("content=\"{}\"", token.expose())), "{html}");
+    assert!(!html.contains(token.expose()), "the page never carries the control token: {html}");
+    assert!(html.contains("%KEYHAVEN_TOKEN%"), "an old placeholder is served as it is: {html}");
     let spa = engine.http.get(engine.url("/usage/models")).send().await.expect("send");
     assert!(spa.text().await.expect("html").contains("keyhaven-token"), "client routes get the app");
     let js = engine.http.get(engine.url("/assets/app.js")).send().await.expect("send");
@@ -601,7 +604,7 @@ async fn the_ui_is_served_with_the_token_injected() {
         assert!(!r.text().await.expect("body").contains("outside"), "{path}");
     }
     let rebinding = engine.http.get(engine.url("/")).header("host", "evil.example").send().await.expect("send");
-    assert_eq!(rebinding.status(), 403, "DNS rebinding cannot read the token");
+    assert_eq!(rebinding.status(), 403, "DNS rebinding cannot read the page");
     let foreign = engine.http.get(engine.url("/")).header("origin", "http://evil.example").send().await.expect("s");
     assert_eq!(foreign.status(), 403);
     engine.stop().await;
@@ -718,4 +721,79 @@ fn has_token(text: &str) -> bool {
         let rest = &text[i + 3..];
         rest.len() >= 64 && rest.chars().take(64).all(|c| c.is_ascii_hexdigit())
     })
+}
+
+#[tokio::test]
+async fn calls_record_the_clients_session_and_the_api_filters_and_groups_by_it() {
+    const CLAUDE_SESSION: &str = "7f3c2a9e-0d4b-4c41-9d7e-2b8f0e6a1c55";
+    const CODEX_SESSION: &str = "0199a5c1-3b7e-7d20-a1f4-5e2c9b8d7a61";
+    let mock = MockUpstream::start().await;
+    let engine = TestEngine::start(&mock).await;
+    let send = |client: Client, model: &str, header: Option<(&str, &str)>, ua: &str| {
+        let mut req = engine
+            .http
+            .post(engine.url(client.path()))
+            .header("content-type", "application/json")
+            .header("anthropic-version", "2023-06-01")
+            .header("user-agent", ua);
+        if let Some((k, v)) = header {
+            req = req.header(k, v);
+        }
+        req.json(&request(client, model, false, Case::Text)).send()
+    };
+    // Claude Code twice, Codex (its `session_id` header) once, a client without a session once,
+    // and a header that is not a session id (spaces) once.
+    let sends = [
+        (Client::Anthropic, Up::Anthropic, Some(("x-claude-code-session-id", CLAUDE_SESSION)), "claude-cli/2.1.3"),
+        (Client::Anthropic, Up::Anthropic, Some(("X-Claude-Code-Session-Id", CLAUDE_SESSION)), "claude-cli/2.1.3"),
+        (Client::Responses, Up::Responses, Some(("session_id", CODEX_SESSION)), "codex_cli_rs/0.46.0"),
+        (Client::Openai, Up::Openai, None, "curl/8"),
+        (Client::Openai, Up::Openai, Some(("session_id", "not a session id")), "curl/8"),
+    ];
+    for (client, up, header, ua) in sends {
+        mock.push(Reply::sse(&upstream_sse(up, Case::Text)));
+        let resp = send(client, up.model(), header, ua).await.expect("send");
+        assert_eq!(resp.status(), 200);
+        let _ = resp.text().await;
+    }
+    let rows = engine.wait_calls(5).await;
+    let sessions: BTreeSet<Option<&str>> = rows.iter().map(|r| r.summary.session_id.as_deref()).collect();
+    assert_eq!(sessions, BTreeSet::from([None, Some(CLAUDE_SESSION), Some(CODEX_SESSION)]));
+
+    let (status, body) = engine
+        .control(reqwest::Method::GET, &format!("/api/calls?limit=0&offset=0&session={CLAUDE_SESSION}"), None)
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let page: Value = serde_json::from_str(&body).expect("json");
+    let calls = page["calls"].as_array().expect("calls");
+    assert_eq!(calls.len(), 2, "{body}");
+    assert!(calls.iter().all(|c| c["sessionId"] == CLAUDE_SESSION && c["client"] == "claude-cli/2.1.3"), "{body}");
+
+    let (status, body) = engine.control(reqwest::Method::GET, "/api/usage/sessions?days=1", None).await;
+    assert_eq!(status, 200, "{body}");
+    let list: Value = serde_json::from_str(&body).expect("json");
+    let got: Vec<(String, String, u64, u64)> = list["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .map(|s| {
+            (
+                s["sessionId"].as_str().expect("id").to_owned(),
+                s["client"].as_str().expect("client").to_owned(),
+                s["calls"].as_u64().expect("calls"),
+                s["inputTokens"].as_u64().expect("tokens"),
+            )
+        })
+        .collect();
+    // Most recently active first; the fixture streams report 20 input tokens a call.
+    assert_eq!(
+        got,
+        vec![
+            (CODEX_SESSION.to_owned(), "codex_cli_rs/0.46.0".to_owned(), 1, 20),
+            (CLAUDE_SESSION.to_owned(), "claude-cli/2.1.3".to_owned(), 2, 40),
+        ]
+    );
+    let (status, _) = engine.control(reqwest::Method::GET, "/api/usage/sessions?days=0", None).await;
+    assert_eq!(status, 400);
+    engine.stop().await;
 }

@@ -111,3 +111,89 @@ async fn estimates_stay_within_ten_percent_of_the_reference_counts() {
     assert_eq!(report.len(), 10);
     engine.stop().await;
 }
+
+/// What Claude Code 2.1 sends to `count_tokens`: a system message inside `messages`, adaptive
+/// thinking, context management, server and client tools, cache controls.
+fn claude_code_body(model: &str) -> Value {
+    json!({
+        "model": model,
+        "system": [{"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude.", "cache_control": {"type": "ephemeral"}}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "List the files in this directory."}]},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "I should run ls.", "signature": "EqQBCkYIBxgCKkA"},
+                {"type": "tool_use", "id": "toolu_01", "name": "Bash", "input": {"command": "ls"}}
+            ]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": "README.md\nsrc"}]},
+            {"role": "system", "content": "The user switched to plan mode."},
+            {"role": "user", "content": "Now summarise them."}
+        ],
+        "tools": [
+            {"name": "Bash", "description": "Run a shell command", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}},
+            {"type": "web_search_20250305", "name": "web_search", "max_uses": 5}
+        ],
+        "thinking": {"type": "adaptive"},
+        "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}
+    })
+}
+
+#[tokio::test]
+async fn claude_codes_count_is_forwarded_to_anthropic_as_sent() {
+    let mock = MockUpstream::start().await;
+    mock.push(Reply::json(200, r#"{"input_tokens": 2187}"#));
+    let engine = TestEngine::start(&mock).await;
+    let sent = claude_code_body("an-model");
+    let resp = engine
+        .http
+        .post(engine.url("/v1/messages/count_tokens?beta=true"))
+        .header("content-type", "application/json")
+        .header("anthropic-version", "2023-06-01")
+        .header("anthropic-beta", "claude-code-20250219,context-management-2025-06-27")
+        .header("x-claude-code-session-id", "7f3c2a9e-0d4b-4c41-9d7e-2b8f0e6a1c55")
+        .json(&sent)
+        .send()
+        .await
+        .expect("reaches the engine");
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["x-keyhaven-token-count"], "exact");
+    assert_eq!(resp.json::<Value>().await.expect("json"), json!({"input_tokens": 2187}));
+    let seen = mock.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].path, "/v1/messages/count_tokens");
+    assert_eq!(seen[0].headers["anthropic-beta"], "claude-code-20250219,context-management-2025-06-27");
+    // Byte for byte what the client sent, but for the model's upstream name.
+    let mut want = sent.clone();
+    want["model"] = json!("claude-sonnet-4-5");
+    assert_eq!(seen[0].body, want);
+    let row = engine.only_call().await;
+    assert_eq!(row.summary.status, CallStatus::Ok);
+    assert_eq!(row.summary.session_id.as_deref(), Some("7f3c2a9e-0d4b-4c41-9d7e-2b8f0e6a1c55"));
+    engine.stop().await;
+}
+
+#[tokio::test]
+async fn claude_codes_count_elsewhere_is_a_marked_estimate() {
+    let mock = MockUpstream::start().await;
+    let engine = TestEngine::start(&mock).await;
+    let resp = count(&engine, &claude_code_body("oa-model")).await;
+    assert_eq!(resp.status(), 200, "never a 400 for fields Keyhaven does not know");
+    assert_eq!(resp.headers()["x-keyhaven-token-count"], "estimate");
+    let n = resp.json::<Value>().await.expect("json")["input_tokens"].as_u64().expect("count");
+    // The texts alone are about 60 o200k tokens and the tools about 50: a sane, non-zero figure.
+    assert!((60..400).contains(&n), "{n}");
+    assert!(mock.seen().is_empty(), "no upstream call");
+    let row = engine.only_call().await;
+    let recorded: Value = serde_json::from_str(row.response_body.as_deref().expect("body")).expect("json");
+    assert_eq!(recorded, json!({"input_tokens": n, "token_count": "estimate"}));
+    // Not JSON, or no model: still the decoder's 400.
+    let resp = engine
+        .http
+        .post(engine.url("/v1/messages/count_tokens"))
+        .header("content-type", "application/json")
+        .body(r#"{"messages": []}"#)
+        .send()
+        .await
+        .expect("reaches the engine");
+    assert_eq!(resp.status(), 400);
+    engine.stop().await;
+}

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 /// Modules any module may use (except `model` and `dialect`, which are pure).
-const LEAVES: &[&str] = &["config", "task", "secrets", "clock"];
+const LEAVES: &[&str] = &["config", "task", "secrets", "clock", "perms"];
 /// Allowed edges between the other top-level modules. `*` = anything.
 const ALLOWED: &[(&str, &[&str])] = &[
     ("model", &[]),
@@ -22,6 +22,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("config", &[]),
     ("task", &[]),
     ("clock", &[]),
+    ("perms", &[]),
     ("secrets", &["config"]),
     ("app", &["*"]),
 ];

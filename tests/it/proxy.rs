@@ -40,7 +40,6 @@ const TIMEOUT: Duration = Duration::from_secs(20);
 // ---------------------------------------------------------------------------------------------
 // Tools
 
-
 fn find_tool(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())

@@ -217,7 +217,12 @@ const CLAUDE_SETTINGS: &str = r#"{
 fn claude_code_is_routed_with_a_token_and_restored_byte_identical() {
     let fx = Fixture::new();
     fx.write(Client::ClaudeCode, CLAUDE_SETTINGS);
-    let opts = SetupOptions { model: Some("sonnet".into()), small_model: Some("haiku".into()), disable_http2: false };
+    let opts = SetupOptions {
+        model: Some("sonnet".into()),
+        small_model: Some("haiku".into()),
+        disable_http2: false,
+        tool_search: false,
+    };
     fx.route(Client::ClaudeCode, &opts);
     let token = fx.token(Client::ClaudeCode);
     assert!(token.starts_with("kh-") && token.len() >= 3 + 32, "at least 128 bits");
@@ -577,5 +582,152 @@ async fn client_tokens_name_the_client_and_can_be_required() {
     let row = engine.only_call().await;
     assert_eq!(row.summary.client, "claude-code");
     assert_eq!(mock.seen().len(), 1, "refused calls never reached the upstream");
+
+    // Every /v1 route checks the token (issue 14 §5): the token count calls the provider and the
+    // model list names what the user pays for.
+    let count_body = serde_json::json!({"model": "an-model", "messages": [{"role": "user", "content": "hi"}]});
+    let bearer = format!("Bearer {}", token.expose_secret());
+    for (path, auth) in [("/v1/messages/count_tokens", None), ("/v1/messages/count_tokens", Some("Bearer kh-nope"))] {
+        let mut req = engine.http.post(engine.url(path)).header("content-type", "application/json").json(&count_body);
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        let resp = req.send().await.expect("send");
+        assert_eq!(resp.status(), 401, "{path} {auth:?}");
+        let v: serde_json::Value = resp.json().await.expect("json");
+        assert_eq!(v["type"], "error", "Anthropic's error shape: {v}");
+        assert_eq!(v["error"]["type"], "authentication_error", "{v}");
+    }
+    for anthropic in [false, true] {
+        let mut req = engine.http.get(engine.url("/v1/models"));
+        if anthropic {
+            req = req.header("anthropic-version", "2023-06-01");
+        }
+        let resp = req.send().await.expect("send");
+        assert_eq!(resp.status(), 401, "/v1/models without a token (anthropic-version: {anthropic})");
+    }
+    let models = engine.http.get(engine.url("/v1/models")).header("authorization", &bearer).send().await.expect("send");
+    assert_eq!(models.status(), 200);
+    let v: serde_json::Value = models.json().await.expect("json");
+    assert!(v["data"].as_array().expect("list").iter().any(|m| m["id"] == "an-model"), "{v}");
+    let keyed = engine
+        .http
+        .get(engine.url("/v1/models"))
+        .header("x-api-key", token.expose_secret())
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(keyed.status(), 200, "x-api-key carries the token too");
+    let health = engine.http.get(engine.url("/health")).send().await.expect("send");
+    assert_eq!(health.status(), 200, "/health needs no token");
+    assert_eq!(mock.seen().len(), 1, "no refused call reached the upstream");
     engine.stop().await;
+}
+
+/// A config with a real Anthropic provider, an Anthropic-shaped proxy, an OpenAI provider and a
+/// group led by the real Anthropic model.
+const TOOL_SEARCH_CONFIG: &str = r#"
+[[providers]]
+name = "anthropic"
+kind = "anthropic"
+base_url = "https://api.anthropic.com/v1"
+key = "env:ANTHROPIC_API_KEY"
+
+[[providers]]
+name = "proxy"
+kind = "anthropic"
+base_url = "https://anthropic.corp.example/v1"
+key = "env:PROXY_KEY"
+
+[[providers]]
+name = "openai"
+kind = "openai"
+base_url = "https://api.openai.com/v1"
+key = "env:OPENAI_API_KEY"
+
+[[models]]
+name = "sonnet"
+aliases = ["claude-sonnet"]
+provider = "anthropic"
+upstream = "claude-sonnet-4-5"
+
+[[models]]
+name = "proxied"
+provider = "proxy"
+upstream = "claude-sonnet-4-5"
+
+[[models]]
+name = "gpt"
+provider = "openai"
+upstream = "gpt-5"
+
+[[groups]]
+name = "smart"
+models = ["sonnet", "gpt"]
+
+[[groups]]
+name = "cheap"
+models = ["gpt", "sonnet"]
+"#;
+
+#[test]
+fn tool_search_only_behind_a_real_anthropic_endpoint() {
+    let config = keyhaven::config::load_str("tool-search.toml", TOOL_SEARCH_CONFIG).expect("config");
+    for (model, want) in [
+        ("sonnet", true),
+        ("claude-sonnet", true),
+        ("smart", true),
+        ("proxied", false),
+        ("gpt", false),
+        ("cheap", false),
+        ("unknown", false),
+    ] {
+        assert_eq!(setup::serves_on_anthropic(&config, model), want, "{model}");
+    }
+    // Look-alike origins are not Anthropic's.
+    for base in
+        ["http://api.anthropic.com/v1", "https://api.anthropic.com.evil.example/v1", "https://x.api.anthropic.com"]
+    {
+        let text = TOOL_SEARCH_CONFIG.replace("https://api.anthropic.com/v1", base);
+        let config = keyhaven::config::load_str("tool-search.toml", &text).expect("config");
+        assert!(!setup::serves_on_anthropic(&config, "sonnet"), "{base}");
+    }
+}
+
+#[test]
+fn claude_code_tool_search_is_set_and_restored_exactly() {
+    let fx = Fixture::new();
+    fx.write(Client::ClaudeCode, CLAUDE_SETTINGS);
+    let opts = SetupOptions { model: Some("sonnet".into()), tool_search: true, ..SetupOptions::default() };
+    fx.route(Client::ClaudeCode, &opts);
+    let token = fx.token(Client::ClaudeCode);
+    let expected = CLAUDE_SETTINGS.replace(
+        "    \"DISABLE_TELEMETRY\": \"1\",\n",
+        &format!(
+            "    \"DISABLE_TELEMETRY\": \"1\",\n    \"ANTHROPIC_BASE_URL\": \"http://127.0.0.1:4937\",\n    \"ANTHROPIC_AUTH_TOKEN\": \"{token}\",\n    \"ANTHROPIC_MODEL\": \"sonnet\",\n    \"ENABLE_TOOL_SEARCH\": \"true\",\n"
+        ),
+    );
+    assert_eq!(fx.read(Client::ClaudeCode), expected);
+
+    // Routed again to a model elsewhere: the key goes, the rest stays.
+    let opts = SetupOptions { model: Some("gpt".into()), tool_search: false, ..SetupOptions::default() };
+    fx.route(Client::ClaudeCode, &opts);
+    let routed = fx.read(Client::ClaudeCode);
+    assert!(!routed.contains("ENABLE_TOOL_SEARCH"), "{routed}");
+    assert!(routed.contains("\"ANTHROPIC_MODEL\": \"gpt\""), "{routed}");
+
+    fx.undo(Client::ClaudeCode);
+    assert_eq!(fx.read(Client::ClaudeCode), CLAUDE_SETTINGS);
+
+    // A value the user had before comes back on undo.
+    let own = CLAUDE_SETTINGS.replace(
+        "    \"DISABLE_TELEMETRY\": \"1\",\n",
+        "    \"DISABLE_TELEMETRY\": \"1\",\n    \"ENABLE_TOOL_SEARCH\": \"false\",\n",
+    );
+    fx.write(Client::ClaudeCode, &own);
+    let opts = SetupOptions { model: Some("sonnet".into()), tool_search: true, ..SetupOptions::default() };
+    fx.route(Client::ClaudeCode, &opts);
+    assert!(fx.read(Client::ClaudeCode).contains("\"ENABLE_TOOL_SEARCH\": \"true\""));
+    fx.undo(Client::ClaudeCode);
+    assert_eq!(fx.read(Client::ClaudeCode), own);
 }

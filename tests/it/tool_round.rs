@@ -210,6 +210,45 @@ async fn ask_mode_offers_only_read_only_tools() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_or_unknown_mode_gets_the_ask_tools_and_no_write_shell_or_mcp() {
+    let s = cursor_client::start("").await;
+    let mcp = agent::McpToolDefinition { name: "deploy".into(), ..Default::default() };
+    for (i, value) in [8, 77].into_iter().enumerate() {
+        s.mock.push(Reply::sse(&oa_text("just answering")));
+        let mut turn = Turn::new(&format!("req-custom-{i}"), &format!("conv-custom-{i}"), "do it");
+        turn.mode_value = Some(value);
+        turn.mcp_tools = vec![mcp.clone()];
+        let seen = s.turn(&turn).await;
+        assert_eq!(seen.end, Some(Default::default()));
+        let names: Vec<String> = s.mock.seen()[i].body["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .map(|t| t["function"]["name"].as_str().expect("name").to_owned())
+            .collect();
+        // The ask set (see ask_mode_offers_only_read_only_tools), written out by hand.
+        assert_eq!(
+            names,
+            vec![
+                "read_file",
+                "grep",
+                "glob_file_search",
+                "list_dir",
+                "todo_write",
+                "read_lints",
+                "fetch_url",
+                "web_search",
+                "ask_question",
+                "create_plan",
+                "switch_mode"
+            ],
+            "mode value {value}"
+        );
+    }
+    s.te.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn todos_stay_server_side_diagnostics_and_fetch_run_on_the_client_and_search_needs_a_provider() {
     // `fetch = "editor"`: pages are fetched by the editor (the default fetches in Keyhaven).
     let s = cursor_client::start_with("", "\n[web]\nfetch = \"editor\"\n").await;

@@ -4,7 +4,8 @@
 //!
 //! - `ui_walkthrough_in_chromium` runs `tests/e2e/ui.mjs`: add a provider and a model through the
 //!   forms (validation first), store a key (never shown again), edit the model, send
-//!   `/v1/chat/completions` and `/v1/messages` from Node, see the calls in Calls and in the
+//!   `/v1/chat/completions` and `/v1/messages` (with a Claude Code session id) from Node, see the
+//!   calls in Calls, list their session and filter by it, and see them in the
 //!   Overview's splits and charts, switch the routing mode, see the CA status and install it into
 //!   a fixture keychain, route Claude Code and Cursor from the Clients page (preview first),
 //!   restore Claude Code, copy the generic exports, and screenshot every page in light and dark
@@ -46,7 +47,6 @@ const UI_KEY: &str = "sk-ui-e2e-canary-5f4e3d2c1b0a";
 const CLAUDE_SETTINGS: &str = "{\n  // my Claude Code settings\n  \"theme\": \"dark\"\n}\n";
 const CURSOR_SETTINGS: &str = "{\n  // Cursor user settings\n  \"editor.fontSize\": 14\n}\n";
 const PROXY_URL: &str = "http://127.0.0.1:4938";
-
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -198,6 +198,7 @@ async fn ui_walkthrough_in_chromium() {
     let token = ControlToken::load_or_create(engine.dir.path()).expect("token");
     let env = vec![
         ("KH_URL", engine.base.clone()),
+        ("KH_LINK", engine.handle.dashboard_link()),
         ("KH_TOKEN", token.expose().to_owned()),
         ("KH_MOCK_URL", mock.url()),
         ("KH_KEY", UI_KEY.to_owned()),
@@ -327,8 +328,12 @@ async fn hostile_page_cannot_read_or_change_anything() {
     let before = snapshot(&engine, &home, &keychain).await;
     let token = ControlToken::load_or_create(engine.dir.path()).expect("token");
 
-    let env =
-        vec![("KH_URL", engine.base.clone()), ("KH_TOKEN", token.expose().to_owned()), ("KH_CALL_ID", call_id.clone())];
+    let env = vec![
+        ("KH_URL", engine.base.clone()),
+        ("KH_LINK", engine.handle.dashboard_link()),
+        ("KH_TOKEN", token.expose().to_owned()),
+        ("KH_CALL_ID", call_id.clone()),
+    ];
     let t = tools_clone(&tools);
     let out2 = out.clone();
     let run = tokio::task::spawn_blocking(move || run_script(&t, "hostile.mjs", &out2, &env)).await.expect("join");

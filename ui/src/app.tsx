@@ -7,7 +7,7 @@ import { CaTrust } from "./pages/ca";
 import { SettingsPage } from "./pages/settings";
 import { Logs } from "./pages/logs";
 import { Clients } from "./pages/clients";
-import { api, inApp, tokenFromDocument, type AppStatus } from "./ipc";
+import { api, inApp, isNoSession, type AppStatus } from "./ipc";
 import { ErrorNotice, useAction } from "./ui";
 
 export const ROUTES = [
@@ -81,12 +81,40 @@ function EngineBar({ onChange }: { onChange: () => void }) {
   );
 }
 
+/** In a browser: true once the engine said this browser has no dashboard session. */
+function useNoSession(app: boolean): boolean {
+  const [missing, setMissing] = useState(false);
+  useEffect(() => {
+    if (app) return;
+    api()
+      .status()
+      .then(
+        () => setMissing(false),
+        (e: unknown) => setMissing(isNoSession(e)),
+      );
+  }, [app]);
+  return missing;
+}
+
+/** How to open the dashboard: the page holds no credential, a one-time link gives a session. */
+function NoSession() {
+  return (
+    <div class="notice warn" role="alert">
+      <strong>This browser is not signed in to Keyhaven.</strong>
+      <p>
+        Run <code>keyhaven dashboard</code> in a terminal on this machine and open the link it prints. Each link works
+        once, within a minute; the session lasts until Keyhaven restarts or the browser is closed.
+      </p>
+    </div>
+  );
+}
+
 export function App() {
   const [page = "overview", ...rest] = useHash();
   const route = ROUTES.find((r) => r.path === page) ?? ROUTES[0];
   const View = route.view;
   const app = inApp();
-  const noToken = !app && !tokenFromDocument();
+  const noSession = useNoSession(app);
   const [generation, setGeneration] = useState(0);
   const first = useRef(true);
   useEffect(() => {
@@ -114,15 +142,10 @@ export function App() {
         </ul>
       </nav>
       <main id="main" tabIndex={-1}>
-        {noToken && (
-          <div class="notice warn" role="alert">
-            No control token on this page. Open the dashboard from the URL that <code>keyhaven dashboard</code> prints, with
-            <code> [server] ui_dir</code> set, so the engine can inject it.
-          </div>
-        )}
+        {noSession && <NoSession />}
         {app && <EngineBar onChange={() => setGeneration((g) => g + 1)} />}
         <h1>{route.label}</h1>
-        <View key={generation} args={rest} />
+        {!noSession && <View key={generation} args={rest} />}
       </main>
     </div>
   );

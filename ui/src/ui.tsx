@@ -65,7 +65,7 @@ export function useAction() {
 export function ErrorNotice({ error, onRetry }: { error: EngineError; onRetry?: () => void }) {
   const hint =
     error.kind === "unauthorized" || error.status === 401
-      ? "The control token is missing or wrong. Open the URL printed by `keyhaven dashboard`, or reload this page from the engine."
+      ? "This browser has no dashboard session (or it ended). Run `keyhaven dashboard` and open the link it prints."
       : error.kind === "network"
         ? "Is Keyhaven running? Start it with `keyhaven` and try again."
         : undefined;

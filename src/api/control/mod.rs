@@ -4,7 +4,7 @@
 //!
 //! Protection (docs/security-reliability.md §2.2; [`guard`]): exact `Host`, exact `Origin` (only the
 //! listener's own origins, e.g. `http://127.0.0.1:4937`), `Authorization: Bearer <control token>`
-//! compared in constant time, `Content-Type: application/json` on every method but GET and HEAD,
+//! compared in constant time or a dashboard session cookie from the page itself ([`session`]), `Content-Type: application/json` on every method but GET and HEAD,
 //! and no CORS headers at all, so a page from another origin can neither read nor change
 //! anything. Errors are `{ "kind", "message" }` ([`ControlError::body`]).
 //!
@@ -23,7 +23,8 @@
 //! GET    /api/ca                        POST /api/ca/install | /api/ca/uninstall | /api/ca/rotate
 //! GET    /api/usage?days=7&groupBy=model
 //! GET    /api/usage/series?days=14&splitBy=model      (per day and model, provider or client)
-//! GET    /api/calls?limit=&offset=&model=&provider=&client=&status=&sinceMs=&conversation=
+//! GET    /api/usage/sessions?days=7&limit=   (calls grouped by client session)
+//! GET    /api/calls?limit=&offset=&model=&provider=&client=&status=&sinceMs=&conversation=&session=
 //! GET    /api/calls/{id}                DELETE /api/calls/{id}
 //! GET    /api/retention                 PUT /api/retention
 //! GET    /api/clients                   POST /api/clients/{client}/route | /api/clients/{client}/undo
@@ -32,12 +33,14 @@
 //!        (the generic client's shell exports; only the POST answer carries its token)
 //! GET    /api/logs?n=200 | ?after=SEQ
 //! GET    /api/settings                  PUT /api/settings
+//! POST   /api/session/nonce             (HTTP only: a one-time dashboard link, see [`session`])
 //! GET    /api/web                       PUT /api/web          (web tools: search provider, fetch mode)
 //! PUT    /api/web/key                   DELETE /api/web/key   (the Brave Search key, write-only)
 //! POST   /api/web/test                  (one test search: hit count or the error)
 //! ```
 
 pub mod guard;
+pub mod session;
 pub mod ui;
 
 use std::sync::Arc;
@@ -60,6 +63,8 @@ use crate::control::{ControlError, ControlService, dto};
 pub struct ControlApi {
     pub service: ControlService,
     pub token: Arc<ControlToken>,
+    /// Dashboard nonces and browser sessions (`/api/session/nonce`, `/auth`).
+    pub sessions: Arc<session::Sessions>,
     /// The built UI (`ui/dist`); `None` or missing: no UI.
     pub ui_dir: Option<std::path::PathBuf>,
 }
@@ -85,6 +90,7 @@ impl IntoResponse for CtlError {
             ControlError::Invalid(_) => StatusCode::BAD_REQUEST,
             ControlError::Conflict(_) => StatusCode::CONFLICT,
             ControlError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ref e if e.keyring_unavailable().is_some() => StatusCode::SERVICE_UNAVAILABLE,
             ref e if e.is_user_state() => StatusCode::CONFLICT,
             ControlError::Secret(_)
             | ControlError::Store(_)
@@ -93,10 +99,10 @@ impl IntoResponse for CtlError {
             | ControlError::Setup(_)
             | ControlError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        if status == StatusCode::INTERNAL_SERVER_ERROR {
+        if status == StatusCode::INTERNAL_SERVER_ERROR || self.0.keyring_unavailable().is_some() {
             tracing::warn!(kind = self.0.kind(), error = %self.0, "control call failed");
         }
-        error_response(status, self.0.kind(), &self.0.to_string())
+        error_response(status, self.0.kind(), &self.0.message())
     }
 }
 
@@ -116,14 +122,39 @@ fn ok<T>(r: Result<T, ControlError>) -> Res<T> {
 
 /// The `/api/…` routes, guarded. Merged into the gateway router by `api::router`.
 pub fn router<S: Clone + Send + Sync + 'static>(api: ControlApi, guard: Arc<crate::api::GuardConfig>) -> Router<S> {
-    let check = guard::ControlGuard::new(&guard, api.token.clone());
-    routes().layer(axum::middleware::from_fn_with_state(Arc::new(check), guard::check)).with_state(api.service)
+    let check = guard::ControlGuard::new(&guard, api.token.clone()).with_sessions(api.sessions.clone());
+    // HTTP only: the app window needs no browser session.
+    let sessions = Router::new().route("/api/session/nonce", post(mint_nonce)).with_state(api.sessions);
+    routes()
+        .with_state(api.service)
+        .merge(sessions)
+        .layer(axum::middleware::from_fn_with_state(Arc::new(check), guard::check))
+}
+
+/// `POST /api/session/nonce`: a one-time dashboard link (how `keyhaven dashboard`, which holds the
+/// token file, opens the dashboard of an engine in another process). The link's host is the one
+/// this request named (it passed the exact Host check).
+async fn mint_nonce(State(sessions): State<Arc<session::Sessions>>, req: axum::extract::Request) -> Response {
+    let host = req
+        .headers()
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()))
+        .unwrap_or("127.0.0.1")
+        .to_owned();
+    let nonce = sessions.mint_nonce();
+    axum::Json(serde_json::json!({
+        "url": format!("http://{host}{}", ui::auth_path(&nonce)),
+        "expiresInSecs": session::NONCE_TTL.as_secs(),
+    }))
+    .into_response()
 }
 
 /// The one route table, shared by the HTTP API and [`LocalControl`].
 fn routes() -> Router<ControlService> {
     Router::new()
         .route("/api/status", get(status))
+        .route("/api/doctor", get(doctor))
         .route("/api/providers", get(providers).post(create_provider))
         .route("/api/providers/{name}", put(update_provider).delete(delete_provider))
         .route("/api/providers/{name}/test", post(test_provider))
@@ -139,6 +170,7 @@ fn routes() -> Router<ControlService> {
         .route("/api/ca/rotate", post(ca_rotate))
         .route("/api/usage", get(usage))
         .route("/api/usage/series", get(usage_series))
+        .route("/api/usage/sessions", get(sessions))
         .route("/api/calls", get(calls))
         .route("/api/calls/{id}", get(call).delete(delete_call))
         .route("/api/retention", get(retention).put(set_retention))
@@ -242,6 +274,10 @@ async fn status(State(s): Svc) -> Res<dto::EngineStatus> {
     ok(s.status().await)
 }
 
+async fn doctor(State(s): Svc) -> Res<dto::DoctorReport> {
+    ok(Ok(s.doctor().await))
+}
+
 async fn providers(State(s): Svc) -> Res<Vec<dto::Provider>> {
     ok(s.providers().await)
 }
@@ -329,6 +365,10 @@ async fn usage(State(s): Svc, q: Result<Query<dto::UsageQuery>, QueryRejection>)
 
 async fn usage_series(State(s): Svc, q: Result<Query<dto::UsageSeriesQuery>, QueryRejection>) -> Res<dto::UsageSeries> {
     ok(s.usage_series(query(q)?).await)
+}
+
+async fn sessions(State(s): Svc, q: Result<Query<dto::SessionQuery>, QueryRejection>) -> Res<dto::SessionList> {
+    ok(s.sessions(query(q)?).await)
 }
 
 async fn calls(State(s): Svc, q: Result<Query<dto::CallQuery>, QueryRejection>) -> Res<dto::CallPage> {

@@ -4,7 +4,8 @@
 //! - `agent.v1.AgentService/RunSSE`: server stream of binary envelopes labelled
 //!   `text/event-stream`, fed by the transport's output hub.
 //! - `aiserver.v1.BidiService/BidiAppend`: always 200 with an empty body, also for bad input,
-//!   unknown request ids and finished runs. Appends for streams that were passed upstream (health
+//!   unknown request ids and finished runs; 403 `permission_denied` only for another client's
+//!   stream (below). Appends for streams that were passed upstream (health
 //!   checks, legacy chat) go upstream too.
 //! - `agent.v1.AgentService/Run`: the h2 bidi stream; the same transport, request frames fed
 //!   into the inbox in arrival order.
@@ -16,6 +17,14 @@
 //! In `hybrid` mode an agent stream's route is decided by its run request ([`routes`]): a model
 //! marked `cursor = "upstream"`, or one Keyhaven does not know, sends the whole stream (RunSSE or
 //! `Run`, and every append) to the official service unchanged.
+//!
+//! A local stream belongs to the client that first named it (issue 14 §5): its request id alone
+//! lets no other local connection read its output or inject tool results, approvals or messages.
+//! The IDE sends each BidiAppend on a new connection (`Connection: close`, docs/cursor-wire.md
+//! §1.5), so the binding cannot be the TLS connection; it is a digest of the IDE's own identity
+//! headers ([`client_binding`]: its Cursor access token, client version and type, privacy mode).
+//! A RunSSE or append whose binding differs gets Connect `permission_denied` (HTTP 403) and
+//! touches nothing. A `Run` (h2 bidi) stream is one request and takes no appends at all.
 
 mod routes;
 mod unary;
@@ -47,6 +56,44 @@ use routes::{AppendRoute, Held, Routes, SseRoute};
 
 /// The largest RunSSE / stream-open request body read.
 const MAX_OPEN_BODY: usize = 64 * 1024;
+
+/// The IDE's identity headers a stream is bound to. Not `x-cursor-checksum` (it changes every
+/// 30 minutes) nor the per-request ids.
+const BINDING_HEADERS: [&str; 4] = ["authorization", "x-cursor-client-version", "x-cursor-client-type", "x-ghost-mode"];
+
+/// The owner of an h2 `Run` stream: no request's binding equals it, so no append gets in.
+const NO_APPENDS: [u8; 32] = [0; 32];
+
+/// The digest of a request's identity headers ([`BINDING_HEADERS`]; absent and empty differ).
+/// The access token never leaves this function other than hashed.
+pub(crate) fn client_binding(headers: &HeaderMap) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(b"keyhaven cursor stream binding v1");
+    for name in BINDING_HEADERS {
+        h.update(name.as_bytes());
+        match headers.get(name) {
+            Some(v) => {
+                h.update([1]);
+                h.update((v.len() as u64).to_be_bytes());
+                h.update(v.as_bytes());
+            }
+            None => h.update([0]),
+        }
+    }
+    h.finalize().into()
+}
+
+/// The answer to a RunSSE or append from another client than the stream's.
+fn not_your_stream() -> ErrorBody {
+    ErrorBody::cursor(
+        Code::PermissionDenied,
+        aiserver::error_details::Error::Unspecified,
+        "Not your agent stream",
+        "this agent stream belongs to another client",
+        false,
+    )
+}
 
 /// What the Cursor router is configured with, besides its parts.
 #[derive(Debug, Clone, Copy)]
@@ -200,6 +247,10 @@ async fn run_sse(State(state): State<CursorState>, req: Request) -> Response {
         Ok(t) => t,
         Err(e) => return stream_error(too_many_streams(&e.to_string())),
     };
+    if !transport.admit(client_binding(&parts.headers)) {
+        tracing::warn!(request_id = %id, "RunSSE from another client than the stream's refused");
+        return stream_error(not_your_stream());
+    }
     tracing::debug!(request_id = %id, "RunSSE subscribed");
     stream_response("text/event-stream", subscription_body(state.backend.subscribe(&transport)))
 }
@@ -218,9 +269,14 @@ fn error_frames(body: ErrorBody) -> FrameStream {
 /// accepts it, so official frames compressed with it decode; local frames are uncompressed.
 fn hybrid_run_sse(state: CursorState, parts: http::request::Parts, bytes: Bytes, id: String) -> Response {
     let gzip = connect::accepts_gzip(header_str(&parts.headers, "connect-accept-encoding"));
+    let binding = client_binding(&parts.headers);
     let frames = async move {
         match state.routes.sse(&state.backend, &id).await {
             SseRoute::Local => match state.backend.transport(&id) {
+                Ok(transport) if !transport.admit(binding) => {
+                    tracing::warn!(request_id = %id, "RunSSE from another client than the stream's refused");
+                    error_frames(not_your_stream())
+                }
                 Ok(transport) => {
                     tracing::debug!(request_id = %id, "RunSSE subscribed (hybrid)");
                     subscription_body(state.backend.subscribe(&transport)).into_data_stream().boxed()
@@ -306,10 +362,16 @@ async fn bidi_append(State(state): State<CursorState>, req: Request) -> Response
     if state.routes.is_upstream(&append.request_id) {
         return state.upstream.forward(Request::from_parts(parts, Body::from(bytes))).await;
     }
+    let binding = client_binding(&parts.headers);
+    let refused = |id: &str| {
+        tracing::warn!(request_id = %id, "BidiAppend from another client than the stream's refused");
+        unary_error(&not_your_stream())
+    };
     if state.hybrid() {
         let held = Held { seqno: append.seqno, data: append.data.clone(), parts: parts.clone(), body: bytes.clone() };
         match state.routes.append(&state.backend, &append.request_id, held) {
             AppendRoute::Held | AppendRoute::Dropped => return append_ok(),
+            AppendRoute::Local(t) if !t.admit(binding) => return refused(&append.request_id),
             AppendRoute::Local(t) => {
                 push(&t, append.seqno, append.data);
                 return append_ok();
@@ -323,6 +385,7 @@ async fn bidi_append(State(state): State<CursorState>, req: Request) -> Response
         }
     }
     match state.backend.transport(&append.request_id) {
+        Ok(t) if !t.admit(binding) => return refused(&append.request_id),
         Ok(t) => push(&t, append.seqno, append.data),
         Err(e) => tracing::warn!(request_id = %append.request_id, error = %e, "append dropped"),
     }
@@ -388,6 +451,8 @@ async fn run(State(state): State<CursorState>, req: Request) -> Response {
         Ok(t) => t,
         Err(e) => return stream_response_error(too_many_streams(&e.to_string())),
     };
+    // The stream is this one request: nothing may append to it by its (never disclosed) id.
+    transport.admit(NO_APPENDS);
     let t = transport.clone();
     state.spawner.spawn(transport.cancel.clone(), async move {
         let mut seqno = 0u64;

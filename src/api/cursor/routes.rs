@@ -214,8 +214,14 @@ impl Routes {
             }
             Route::Local => match backend.transport(id) {
                 Ok(t) => {
+                    // The run request's client owns the stream; held appends of others are dropped.
+                    t.admit(super::client_binding(&held.parts.headers));
                     for h in earlier {
-                        let _ = t.inbox.push(h.seqno, h.data);
+                        if t.admit(super::client_binding(&h.parts.headers)) {
+                            let _ = t.inbox.push(h.seqno, h.data);
+                        } else {
+                            tracing::warn!(request_id = %id, "held append from another client than the stream's dropped");
+                        }
                     }
                     AppendRoute::Local(t)
                 }

@@ -58,7 +58,7 @@ use crate::cursor::conversation::{Conversation, Conversations};
 use crate::cursor::protocol::agent::{self, AgentMode, agent_client_message, conversation_action};
 use crate::cursor::protocol::connect;
 use crate::cursor::protocol::events::{self, TurnUsage};
-use crate::cursor::tools::catalog::{Catalog, ToolKind};
+use crate::cursor::tools::catalog::{Catalog, ToolKind, mode_from_wire};
 use crate::cursor::tools::dispatch::{CursorTools, model_call_id};
 use crate::cursor::tools::exec::ExecChannel;
 use crate::cursor::tools::interact::ModeCell;
@@ -195,11 +195,7 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
             let mcp = mcp_tools.map(|m| m.mcp_tools).unwrap_or_default();
             let incoming = compact::Incoming {
                 held: checkpoint::held_by_client(conversation_state.as_ref(), &pre_fetched_blobs),
-                mode: conversation_state
-                    .as_ref()
-                    .and_then(|s| s.mode)
-                    .and_then(|m| AgentMode::try_from(m).ok())
-                    .unwrap_or(AgentMode::Agent),
+                mode: conversation_state.as_ref().and_then(|s| s.mode).map_or(AgentMode::Agent, mode_from_wire),
                 workspace_paths: conversation_state
                     .as_ref()
                     .map(|s| {
@@ -218,12 +214,8 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     let env = ctx.env.clone().unwrap_or_default();
     let workspace = prompt::workspace_root(&env);
     let mode = match &user {
-        Some(u) => AgentMode::try_from(u.mode).unwrap_or(AgentMode::Unspecified),
-        None => conversation_state
-            .as_ref()
-            .and_then(|s| s.mode)
-            .and_then(|m| AgentMode::try_from(m).ok())
-            .unwrap_or(AgentMode::Agent),
+        Some(u) => mode_from_wire(u.mode),
+        None => conversation_state.as_ref().and_then(|s| s.mode).map_or(AgentMode::Agent, mode_from_wire),
     };
     let mut mcp = mcp_tools.map(|m| m.mcp_tools).unwrap_or_default();
     for tool in std::mem::take(&mut ctx.tools) {

@@ -5,7 +5,8 @@
 //! order, then MCP tools in request order), so the tools part of the prompt stays byte-identical
 //! across steps and turns and provider prompt caches keep hitting.
 //!
-//! Modes: `agent` (and unspecified) get every tool; the other modes (ask, plan, …) only the
+//! Modes: `agent` (and unspecified) get every tool; the other modes (ask, plan, …), and any mode
+//! value this build does not know ([`mode_from_wire`]: a newer editor's custom mode), only the
 //! read-only ones (read, grep, glob, ls, diagnostics, fetch), the todo list, web search and the
 //! tools that ask the user (ask_question, create_plan, switch_mode), without MCP tools. The list
 //! of a run never changes; after an approved `switch_mode` the dispatcher refuses the tools the
@@ -259,6 +260,13 @@ fn builtins() -> Vec<(ToolKind, &'static str, &'static str, Value)> {
             }, "required": ["target_mode"]}),
         ),
     ]
+}
+
+/// The mode an `AgentMode` wire value names. A value this build does not know (Cursor 3.x's
+/// `AGENT_MODE_CUSTOM = 8`, whose tools are the user's choice, or anything newer) is treated as
+/// ask, the narrowest tool set: an unknown mode never gets the write and shell tools.
+pub fn mode_from_wire(value: i32) -> AgentMode {
+    AgentMode::try_from(value).unwrap_or(AgentMode::Ask)
 }
 
 /// The tools of one run.

@@ -256,3 +256,39 @@ mod stream {
         assert_eq!(stream(r#"{"contents": "\udc00x"}"#, "contents", 3), "\u{fffd}x");
     }
 }
+
+#[test]
+fn an_unknown_or_custom_mode_gets_the_ask_tool_set() {
+    use crate::cursor::tools::catalog::mode_from_wire;
+    let names = |mode: AgentMode| -> Vec<String> {
+        let mcp = [agent::McpToolDefinition { name: "deploy".into(), ..Default::default() }];
+        Catalog::build(mode, &mcp).defs().iter().map(|d| d.name.clone()).collect()
+    };
+    // Known values keep their meaning (0, unspecified, is the agent set as before).
+    assert_eq!(mode_from_wire(0), AgentMode::Unspecified);
+    assert_eq!(mode_from_wire(1), AgentMode::Agent);
+    assert_eq!(mode_from_wire(3), AgentMode::Plan);
+    // AGENT_MODE_CUSTOM (8 on Cursor 3.x) and values no build knows: ask.
+    for value in [8, 9, 42, -1, i32::MAX] {
+        assert_eq!(mode_from_wire(value), AgentMode::Ask, "mode value {value}");
+    }
+    let ask = vec![
+        "read_file",
+        "grep",
+        "glob_file_search",
+        "list_dir",
+        "todo_write",
+        "read_lints",
+        "fetch_url",
+        "web_search",
+        "ask_question",
+        "create_plan",
+        "switch_mode",
+    ];
+    assert_eq!(names(mode_from_wire(8)), ask);
+    assert_eq!(names(AgentMode::Ask), ask);
+    let full = names(mode_from_wire(1));
+    for tool in ["write_file", "edit_file", "run_terminal_cmd", "delete_file", "deploy"] {
+        assert!(full.contains(&tool.to_owned()), "agent mode offers {tool}");
+    }
+}

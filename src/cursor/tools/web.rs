@@ -142,12 +142,16 @@ impl CursorTools {
                     Decision::Approved => match fetcher.fetch(&a.url).await {
                         Ok(page) => {
                             let cut = if page.truncated { "\n[page truncated]" } else { "" };
-                            let text = format!("{}:\n{}{cut}", page.url, page.markdown);
+                            // The card shows the final URL; a redirect to another host says so.
+                            let markdown = match (host_of(&a.url), host_of(&page.url)) {
+                                (Some(asked), Some(got)) if asked != got => {
+                                    format!("> Redirected from {asked} to {got}.\n\n{}", page.markdown)
+                                }
+                                _ => page.markdown,
+                            };
+                            let text = format!("{}:\n{markdown}{cut}", page.url);
                             (
-                                web_fetch_result::Result::Success(agent::WebFetchSuccess {
-                                    url: page.url,
-                                    markdown: page.markdown,
-                                }),
+                                web_fetch_result::Result::Success(agent::WebFetchSuccess { url: page.url, markdown }),
                                 ToolOutput::text(text),
                             )
                         }
@@ -164,4 +168,13 @@ impl CursorTools {
         self.completed(c, card(Some(result)));
         out
     }
+}
+
+/// A URL's host (lower case), for telling the user a fetch ended on another host.
+fn host_of(url: &str) -> Option<String> {
+    let rest = url.trim().split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if host.starts_with('[') { host.split_inclusive(']').next()? } else { host.split(':').next()? };
+    (!host.is_empty()).then(|| host.to_ascii_lowercase())
 }

@@ -14,7 +14,7 @@ mod inbox;
 mod output;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -52,6 +52,17 @@ pub struct Transport {
     pub output: Arc<Output>,
     /// Cancelled when the run must stop (client cancel, shutdown).
     pub cancel: CancellationToken,
+    /// The client the stream belongs to: an opaque digest the HTTP layer computes from the
+    /// client's identity, set by the first request that names this stream.
+    owner: OnceLock<[u8; 32]>,
+}
+
+impl Transport {
+    /// Whether a request from the client `binding` may use this stream: the first caller binds
+    /// it, later ones must match (issue 14 §5: a request id alone lets nobody else in).
+    pub fn admit(&self, binding: [u8; 32]) -> bool {
+        *self.owner.get_or_init(|| binding) == binding
+    }
 }
 
 /// The registry of live transports, keyed by request id.
@@ -100,6 +111,7 @@ impl Registry {
             inbox: Inbox::new(self.options.inbox),
             output: Arc::new(Output::new(self.options.replay_bytes)),
             cancel: parent.child_token(),
+            owner: OnceLock::new(),
         });
         map.insert(request_id.to_owned(), t.clone());
         Ok((t, true))

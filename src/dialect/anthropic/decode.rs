@@ -1,18 +1,18 @@
-//! Decoding of Anthropic bodies into canonical types: inbound requests, upstream responses and
-//! upstream error bodies.
+//! Decoding of Anthropic bodies into canonical types: inbound requests and upstream responses
+//! (upstream error bodies: [`crate::dialect::error`]).
 
 use serde_json::{Map, Value};
 
 use crate::dialect::DecodeError;
 use crate::dialect::anthropic::types::{
     ImageBlock, RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock, WireCacheControl,
-    WireError, WireErrorEnvelope, WireRequest, WireResponse, WireRole, WireThinking, WireTool, WireToolChoice,
-    WireToolChoiceKind, describe, field_error, from_value,
+    WireRequest, WireResponse, WireRole, WireThinking, WireTool, WireToolChoice, WireToolChoiceKind, describe,
+    field_error, from_value,
 };
 use crate::dialect::from_json;
 use crate::model::{
-    CacheControl, Effort, ErrorInfo, ErrorKind, ImageSource, Message, Part, Request, Response, Role, SamplingParams,
-    StopReason, ThinkingConfig, ToolChoice, ToolDef,
+    CacheControl, Effort, ImageSource, Message, Part, Request, Response, Role, SamplingParams, StopReason,
+    ThinkingConfig, ToolChoice, ToolDef,
 };
 
 /// Where a content block appears; decides which block types are allowed and what happens to
@@ -336,56 +336,4 @@ pub(crate) fn decode_response(body: &[u8]) -> Result<Response, DecodeError> {
         usage: wire.usage.map(|u| u.to_model()).unwrap_or_default(),
         created_ms: 0,
     })
-}
-
-/// The canonical kind of an Anthropic error `type`.
-pub(crate) fn error_kind(ty: &str) -> Option<ErrorKind> {
-    Some(match ty {
-        "invalid_request_error" => ErrorKind::InvalidRequest,
-        "authentication_error" => ErrorKind::Authentication,
-        "permission_error" => ErrorKind::PermissionDenied,
-        "not_found_error" => ErrorKind::NotFound,
-        "request_too_large" => ErrorKind::RequestTooLarge,
-        "rate_limit_error" => ErrorKind::RateLimited,
-        "overloaded_error" => ErrorKind::Overloaded,
-        "timeout_error" => ErrorKind::Timeout,
-        "api_error" => ErrorKind::Upstream,
-        _ => return None,
-    })
-}
-
-/// An [`ErrorInfo`] from a wire error, falling back to `fallback` for an unknown type.
-pub(crate) fn error_info(error: &WireError, fallback: ErrorKind) -> ErrorInfo {
-    ErrorInfo {
-        kind: error.kind.as_deref().and_then(error_kind).unwrap_or(fallback),
-        message: error
-            .message
-            .clone()
-            .filter(|m| !m.is_empty())
-            .unwrap_or_else(|| error.kind.clone().unwrap_or_else(|| "upstream error".to_owned())),
-    }
-}
-
-const MAX_ERROR_BODY_CHARS: usize = 500;
-
-pub(crate) fn decode_error(status: u16, body: &[u8]) -> ErrorInfo {
-    let fallback = ErrorKind::from_status(status);
-    if let Ok(envelope) = serde_json::from_slice::<WireErrorEnvelope>(body) {
-        let kind = envelope.error.kind.as_deref().and_then(error_kind).unwrap_or(fallback);
-        if let Some(message) = envelope.error.message.filter(|m| !m.trim().is_empty()) {
-            return ErrorInfo { kind, message };
-        }
-        return ErrorInfo { kind, message: format!("upstream returned HTTP {status}") };
-    }
-    let text = String::from_utf8_lossy(body);
-    let text = text.trim();
-    let message = if text.is_empty() {
-        format!("upstream returned HTTP {status}")
-    } else if text.chars().count() > MAX_ERROR_BODY_CHARS {
-        let cut: String = text.chars().take(MAX_ERROR_BODY_CHARS).collect();
-        format!("{cut}…")
-    } else {
-        text.to_owned()
-    };
-    ErrorInfo { kind: fallback, message }
 }

@@ -69,10 +69,9 @@ pub fn decode_response(body: &[u8]) -> Result<model::Response, DecodeError> {
     decode::decode_response(body)
 }
 
-/// The error an upstream reported with a non-2xx `status` and `body` (any body, even not JSON).
-pub fn decode_error(status: u16, body: &[u8]) -> model::ErrorInfo {
-    decode::decode_error(status, body)
-}
+/// The error an upstream reported with a non-2xx `status` and `body`: the one reader shared by
+/// every dialect ([`crate::dialect::error`]).
+pub use crate::dialect::error::decode_error;
 
 /// Turns canonical stream events into Anthropic SSE text (`message_start` ... `message_stop`).
 ///

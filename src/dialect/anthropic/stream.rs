@@ -7,16 +7,15 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::dialect::DecodeError;
-use crate::dialect::anthropic::decode::{error_info, stop_reason};
+use crate::dialect::anthropic::decode::stop_reason;
 use crate::dialect::anthropic::encode::{effective_stop_reason, error_type};
 use crate::dialect::anthropic::types::{
     ContentBlockDeltaEvent, ContentBlockStartEvent, ContentBlockStopEvent, MessageDeltaEvent, MessageStartEvent,
-    StreamInputJson, StreamRedacted, StreamSignature, StreamText, StreamThinking, StreamToolUse, WireErrorEnvelope,
-    from_value,
+    StreamInputJson, StreamRedacted, StreamSignature, StreamText, StreamThinking, StreamToolUse, from_value,
 };
 use crate::dialect::from_json;
 use crate::dialect::sse::{SseEvent, write_event};
-use crate::model::{ErrorInfo, ErrorKind, StopReason, StreamEvent, Usage};
+use crate::model::{StopReason, StreamEvent, Usage};
 
 // ---------------------------------------------------------------------------------------------
 // Encoder
@@ -519,10 +518,7 @@ impl DecoderState {
             "message_stop" => self.done = true,
             "ping" => {}
             "error" => {
-                let error = match from_value::<WireErrorEnvelope>(&value, "") {
-                    Ok(env) => error_info(&env.error, ErrorKind::Upstream),
-                    Err(_) => ErrorInfo { kind: ErrorKind::Upstream, message: data.chars().take(500).collect() },
-                };
+                let error = crate::dialect::error::stream_error(data);
                 out.push(StreamEvent::Error { error });
             }
             other => tracing::warn!(event = other, "anthropic: unknown stream event skipped"),

@@ -206,19 +206,6 @@ impl WireUsage {
 
 /// `{"type": "error", "error": {"type": ..., "message": ...}}`, in error bodies and stream events.
 #[derive(Debug, Deserialize)]
-pub(crate) struct WireErrorEnvelope {
-    pub error: WireError,
-}
-
-#[derive(Debug, Deserialize)]
-pub(crate) struct WireError {
-    #[serde(rename = "type", default)]
-    pub kind: Option<String>,
-    #[serde(default)]
-    pub message: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
 pub(crate) struct MessageStartEvent {
     pub message: StreamMessage,
 }

@@ -1,4 +1,5 @@
-//! Decoding: inbound requests, upstream responses and upstream error bodies.
+//! Decoding: inbound requests and upstream responses (upstream error bodies:
+//! [`crate::dialect::error`]).
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -7,12 +8,8 @@ use crate::dialect::openai_chat::StreamOptions;
 use crate::dialect::openai_chat::types::{ChatCompletion, ChatRequest, Content, InMessage, InPart, InToolCall};
 use crate::dialect::{DecodeError, from_json};
 use crate::model::{
-    self, Effort, ErrorInfo, ErrorKind, ImageSource, Message, Part, Role, SamplingParams, StopReason, ThinkingConfig,
-    ToolChoice, ToolDef,
+    self, Effort, ImageSource, Message, Part, Role, SamplingParams, StopReason, ThinkingConfig, ToolChoice, ToolDef,
 };
-
-/// The longest slice of a non-JSON error body kept as the error message.
-const MAX_ERROR_BODY_CHARS: usize = 500;
 
 pub(crate) fn decode_request(body: &[u8]) -> Result<(model::Request, StreamOptions), DecodeError> {
     let req: ChatRequest = from_json_strict(body)?;
@@ -298,78 +295,4 @@ pub(crate) fn decode_response(body: &[u8]) -> Result<model::Response, DecodeErro
         usage: completion.usage.map(|u| u.to_usage()).unwrap_or_default(),
         created_ms: completion.created.unwrap_or(0).saturating_mul(1000),
     })
-}
-
-pub(crate) fn decode_error(status: u16, body: &[u8]) -> ErrorInfo {
-    let base = ErrorKind::from_status(status);
-    let parsed: Option<Value> = serde_json::from_slice(body).ok();
-    if let Some(value) = &parsed
-        && let Some(info) = error_from_json(value, base)
-    {
-        return info;
-    }
-    let text = String::from_utf8_lossy(body);
-    let text = text.trim();
-    let message = if text.is_empty() {
-        format!("upstream returned HTTP {status}")
-    } else {
-        truncate_chars(text, MAX_ERROR_BODY_CHARS)
-    };
-    ErrorInfo { kind: base, message }
-}
-
-/// Reads `{"error": {...}}`, `{"error": "text"}` or `{"message": "text"}`; `None` if the value
-/// has none of these shapes (or no message).
-pub(crate) fn error_from_json(value: &Value, base: ErrorKind) -> Option<ErrorInfo> {
-    let (message, kind_hint, code_hint) = match value.get("error") {
-        Some(Value::Object(err)) => (
-            err.get("message").and_then(Value::as_str),
-            err.get("type").and_then(Value::as_str),
-            err.get("code").and_then(|c| c.as_str().map(str::to_owned).or_else(|| c.as_i64().map(|n| n.to_string()))),
-        ),
-        Some(Value::String(msg)) => (Some(msg.as_str()), None, None),
-        _ => (value.get("message").and_then(Value::as_str), None, None),
-    };
-    let message = message.filter(|m| !m.trim().is_empty())?;
-    let kind = refine_kind(base, kind_hint, code_hint.as_deref());
-    Some(ErrorInfo { kind, message: truncate_chars(message, 4 * MAX_ERROR_BODY_CHARS) })
-}
-
-/// Refines the status-derived kind with the vendor's `code` and `type`. A known `code` wins; the
-/// `type` only refines a status that said nothing specific.
-fn refine_kind(base: ErrorKind, kind: Option<&str>, code: Option<&str>) -> ErrorKind {
-    let by_code = match code {
-        Some("context_length_exceeded" | "string_above_max_length" | "invalid_request_error") => {
-            Some(ErrorKind::InvalidRequest)
-        }
-        Some("invalid_api_key" | "invalid_authentication") => Some(ErrorKind::Authentication),
-        Some("insufficient_quota" | "rate_limit_exceeded") => Some(ErrorKind::RateLimited),
-        Some("model_not_found") => Some(ErrorKind::NotFound),
-        Some("engine_overloaded" | "server_overloaded" | "overloaded") => Some(ErrorKind::Overloaded),
-        _ => None,
-    };
-    if let Some(kind) = by_code {
-        return kind;
-    }
-    if base != ErrorKind::Upstream {
-        return base;
-    }
-    match kind {
-        Some("invalid_request_error") => ErrorKind::InvalidRequest,
-        Some("authentication_error") => ErrorKind::Authentication,
-        Some("permission_error" | "permission_denied") => ErrorKind::PermissionDenied,
-        Some("not_found_error") => ErrorKind::NotFound,
-        Some("rate_limit_error" | "insufficient_quota" | "rate_limit_exceeded") => ErrorKind::RateLimited,
-        Some("overloaded_error") => ErrorKind::Overloaded,
-        Some("timeout_error") => ErrorKind::Timeout,
-        _ => base,
-    }
-}
-
-/// At most `max` characters of `text`, with an ellipsis when cut.
-fn truncate_chars(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
 }

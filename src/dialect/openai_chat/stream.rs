@@ -5,13 +5,13 @@ use serde_json::Value;
 
 use crate::dialect::DecodeError;
 use crate::dialect::openai_chat::StreamOptions;
-use crate::dialect::openai_chat::decode::{error_from_json, stop_reason};
+use crate::dialect::openai_chat::decode::stop_reason;
 use crate::dialect::openai_chat::encode::{created_secs, encode_error, finish_reason};
 use crate::dialect::openai_chat::types::{
     Chunk, ChunkChoice, Delta, DeltaFunction, DeltaToolCall, WireUsageIn, WireUsageOut,
 };
 use crate::dialect::sse::{SseEvent, write_event};
-use crate::model::{ErrorInfo, ErrorKind, StreamEvent, Usage};
+use crate::model::{StreamEvent, Usage};
 
 // ---------------------------------------------------------------------------------------------
 // Encoder
@@ -222,10 +222,7 @@ impl StreamDecoder {
 
         // `event: error` (some proxies) may carry just `{"message": ...}`.
         if obj.get("error").is_some_and(|e| !e.is_null()) || event.event.as_deref() == Some("error") {
-            let error = error_from_json(&value, ErrorKind::Upstream).unwrap_or_else(|| ErrorInfo {
-                kind: ErrorKind::Upstream,
-                message: format!("upstream stream error: {}", truncate(data, 500)),
-            });
+            let error = crate::dialect::error::stream_error(data);
             out.push(StreamEvent::Error { error });
             return Ok(());
         }
@@ -376,12 +373,5 @@ impl StreamDecoder {
         if !arguments.is_empty() {
             out.push(StreamEvent::ToolCallDelta { index, arguments });
         }
-    }
-}
-
-fn truncate(text: &str, max: usize) -> &str {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => &text[..cut],
-        None => text,
     }
 }

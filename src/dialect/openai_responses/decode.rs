@@ -1,5 +1,5 @@
-//! Decoding: inbound requests (input items into canonical messages), upstream response objects
-//! and upstream error bodies.
+//! Decoding: inbound requests (input items into canonical messages) and upstream response objects
+//! (upstream error bodies: [`crate::dialect::error`]).
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -8,12 +8,8 @@ use crate::dialect::openai_responses::types::{Content, InItem, InPart, Input, Re
 use crate::dialect::openai_responses::{REDACTED_PREFIX, RequestOptions};
 use crate::dialect::{DecodeError, from_json};
 use crate::model::{
-    self, Effort, ErrorInfo, ErrorKind, ImageSource, Message, Part, Role, SamplingParams, StopReason, ThinkingConfig,
-    ToolChoice, ToolDef,
+    self, Effort, ImageSource, Message, Part, Role, SamplingParams, StopReason, ThinkingConfig, ToolChoice, ToolDef,
 };
-
-/// The longest slice of a non-JSON error body kept as the error message.
-const MAX_ERROR_BODY_CHARS: usize = 500;
 
 pub(crate) fn decode_request(body: &[u8]) -> Result<(model::Request, RequestOptions), DecodeError> {
     let req: ResponsesRequest = from_json(body)?;
@@ -460,86 +456,4 @@ pub(crate) fn decode_response(body: &[u8]) -> Result<model::Response, DecodeErro
         usage: resp.usage.map(|u| u.to_usage()).unwrap_or_default(),
         created_ms: created_ms(resp.created_at.as_ref()),
     })
-}
-
-// ---------------------------------------------------------------------------------------------
-// Errors
-// ---------------------------------------------------------------------------------------------
-
-pub(crate) fn decode_error(status: u16, body: &[u8]) -> ErrorInfo {
-    let base = ErrorKind::from_status(status);
-    if let Ok(value) = serde_json::from_slice::<Value>(body)
-        && let Some(info) = error_from_json(&value, base)
-    {
-        return info;
-    }
-    let text = String::from_utf8_lossy(body);
-    let text = text.trim();
-    let message = if text.is_empty() {
-        format!("upstream returned HTTP {status}")
-    } else {
-        truncate_chars(text, MAX_ERROR_BODY_CHARS)
-    };
-    ErrorInfo { kind: base, message }
-}
-
-/// Reads `{"error": {...}}`, `{"error": "text"}`, the stream shapes `{"type": "error", "code",
-/// "message"}` and `response.error` (`{"code", "message"}`), or `{"message": "text"}`.
-pub(crate) fn error_from_json(value: &Value, base: ErrorKind) -> Option<ErrorInfo> {
-    let obj = match value.get("error") {
-        Some(Value::Object(_)) => value.get("error"),
-        Some(Value::String(msg)) if !msg.trim().is_empty() => {
-            return Some(ErrorInfo { kind: base, message: truncate_chars(msg, 4 * MAX_ERROR_BODY_CHARS) });
-        }
-        _ => Some(value),
-    }?;
-    let message = obj.get("message").and_then(Value::as_str).filter(|m| !m.trim().is_empty())?;
-    let code =
-        obj.get("code").and_then(|c| c.as_str().map(str::to_owned).or_else(|| c.as_i64().map(|n| n.to_string())));
-    let kind_hint = obj.get("type").and_then(Value::as_str).filter(|t| *t != "error");
-    Some(ErrorInfo {
-        kind: refine_kind(base, kind_hint, code.as_deref()),
-        message: truncate_chars(message, 4 * MAX_ERROR_BODY_CHARS),
-    })
-}
-
-/// A known `code` wins; the `type` only refines a status that said nothing specific.
-pub(crate) fn refine_kind(base: ErrorKind, kind: Option<&str>, code: Option<&str>) -> ErrorKind {
-    let by_code = match code {
-        Some(
-            "context_length_exceeded" | "invalid_prompt" | "invalid_request_error" | "previous_response_not_found",
-        ) => Some(ErrorKind::InvalidRequest),
-        Some("invalid_api_key" | "invalid_authentication") => Some(ErrorKind::Authentication),
-        Some("insufficient_quota" | "rate_limit_exceeded") => Some(ErrorKind::RateLimited),
-        Some("model_not_found") => Some(ErrorKind::NotFound),
-        Some("server_is_overloaded" | "server_overloaded" | "overloaded" | "engine_overloaded") => {
-            Some(ErrorKind::Overloaded)
-        }
-        Some("server_error") => Some(ErrorKind::Upstream),
-        _ => None,
-    };
-    if let Some(kind) = by_code {
-        return kind;
-    }
-    if base != ErrorKind::Upstream {
-        return base;
-    }
-    match kind {
-        Some("invalid_request_error") => ErrorKind::InvalidRequest,
-        Some("authentication_error") => ErrorKind::Authentication,
-        Some("permission_error" | "permission_denied") => ErrorKind::PermissionDenied,
-        Some("not_found_error") => ErrorKind::NotFound,
-        Some("rate_limit_error" | "insufficient_quota" | "rate_limit_exceeded") => ErrorKind::RateLimited,
-        Some("overloaded_error") => ErrorKind::Overloaded,
-        Some("timeout_error") => ErrorKind::Timeout,
-        _ => base,
-    }
-}
-
-/// At most `max` characters of `text`, with an ellipsis when cut.
-pub(crate) fn truncate_chars(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
 }

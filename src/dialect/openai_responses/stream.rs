@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 
 use crate::dialect::DecodeError;
 use crate::dialect::openai_responses::REDACTED_PREFIX;
-use crate::dialect::openai_responses::decode::{error_from_json, output_parts, stop_reason, truncate_chars};
+use crate::dialect::openai_responses::decode::{output_parts, stop_reason};
 use crate::dialect::openai_responses::encode::{
     ResponseHead, created_secs, error_code, function_call_item, item_id, message_item, output_text_part,
     reasoning_item, response_object, status_of,
@@ -518,14 +518,10 @@ impl StreamDecoder {
                 self.done = true;
                 if !self.errored {
                     self.errored = true;
-                    let error = value
-                        .get("response")
-                        .and_then(|r| r.get("error"))
-                        .and_then(|e| error_from_json(e, ErrorKind::Upstream))
-                        .unwrap_or_else(|| ErrorInfo {
-                            kind: ErrorKind::Upstream,
-                            message: "the upstream response failed".into(),
-                        });
+                    let error = crate::dialect::error::from_value(&value, None).unwrap_or_else(|| ErrorInfo {
+                        kind: ErrorKind::Upstream,
+                        message: "the upstream response failed".into(),
+                    });
                     out.push(StreamEvent::Error { error });
                 }
             }
@@ -533,10 +529,7 @@ impl StreamDecoder {
                 self.done = true;
                 if !self.errored {
                     self.errored = true;
-                    let error = error_from_json(&value, ErrorKind::Upstream).unwrap_or_else(|| ErrorInfo {
-                        kind: ErrorKind::Upstream,
-                        message: format!("upstream stream error: {}", truncate_chars(data, 500)),
-                    });
+                    let error = crate::dialect::error::stream_error(data);
                     out.push(StreamEvent::Error { error });
                 }
             }

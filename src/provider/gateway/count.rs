@@ -1,5 +1,7 @@
-//! `count_tokens`: the provider's own count when its kind offers one (Anthropic), else a local
-//! estimate; always said which, and recorded as a call row.
+//! `count_tokens`: the provider's own count when its kind offers one (Anthropic: the body as the
+//! client sent it, only `model` rewritten, with the client's `anthropic-beta`), else a local
+//! estimate; always said which (`x-keyhaven-token-count: exact|estimate` and the call row's
+//! response body), and recorded as a call row.
 
 use std::time::Duration;
 
@@ -13,6 +15,20 @@ use crate::provider::error::ProviderError;
 use crate::provider::gateway::{CallContext, Gateway};
 use crate::provider::tokens::{self, Family};
 use crate::provider::upstream;
+use crate::secrets::BoundKey;
+
+/// What a client asked to count.
+#[derive(Debug, Clone)]
+pub struct CountRequest {
+    /// The model name the client asked for.
+    pub model: String,
+    /// The body as the client sent it (a JSON object in Anthropic's shape).
+    pub body: serde_json::Value,
+    /// The body decoded, when the request decoder accepts it (the estimate is finer then).
+    pub decoded: Option<model::Request>,
+    /// The client's `anthropic-beta` header, passed on to an Anthropic provider.
+    pub beta: Option<String>,
+}
 
 /// A token count and whether the provider made it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +51,7 @@ impl Gateway {
     /// provider count that fails falls back to the estimate, which the answer says it is.
     /// The call row has dialect `ctx.dialect`, zero usage (counting is not billed), and the
     /// answer as its response body: `{"input_tokens": N, "token_count": "exact"|"estimate"}`.
-    pub async fn count_tokens(&self, req: model::Request, ctx: CallContext) -> Result<TokenCount, ProviderError> {
+    pub async fn count_tokens(&self, req: CountRequest, ctx: CallContext) -> Result<TokenCount, ProviderError> {
         let started = Instant::now();
         let started_ms = now_ms();
         let route = self.catalog().candidates(&req.model).into_iter().next();
@@ -52,13 +68,22 @@ impl Gateway {
             request_body: None,
             conversation_id: ctx.conversation_id.clone(),
             request_id: ctx.request_id.clone(),
+            session_id: ctx.session_id.clone(),
         });
         let result = match &route {
             None => Err(ProviderError::UnknownModel(req.model.clone())),
             Some(route) => {
-                let req = if emulation::applies(&route.model, &req) { emulation::rewrite(&req) } else { req };
+                // Emulated tools: count the prompt the upstream would really get.
+                let emulated =
+                    req.decoded.as_ref().filter(|d| emulation::applies(&route.model, d)).map(emulation::rewrite);
                 let exact = match route.provider.kind {
-                    ProviderKind::Anthropic => self.provider_count(route, &req, &ctx).await,
+                    ProviderKind::Anthropic => {
+                        let body = match &emulated {
+                            Some(r) => upstream::count_body(route, r),
+                            None => upstream::count_body_as_sent(route, req.body.clone()),
+                        };
+                        self.provider_count(route, &body, req.beta.as_deref(), &ctx).await
+                    }
                     ProviderKind::Openai | ProviderKind::OpenaiResponses | ProviderKind::Lingma => None,
                 };
                 Ok(match exact {
@@ -67,7 +92,11 @@ impl Gateway {
                         let claude = route.provider.kind == ProviderKind::Anthropic
                             || route.model.upstream.to_ascii_lowercase().contains("claude");
                         let family = if claude { Family::Claude } else { Family::Openai };
-                        TokenCount { input_tokens: tokens::estimate(&req, family), exact: false }
+                        let n = match emulated.as_ref().or(req.decoded.as_ref()) {
+                            Some(r) => tokens::estimate(r, family),
+                            None => tokens::estimate_value(&req.body, family),
+                        };
+                        TokenCount { input_tokens: n, exact: false }
                     }
                 })
             }
@@ -120,21 +149,15 @@ impl Gateway {
     async fn provider_count(
         &self,
         route: &crate::provider::Route,
-        req: &model::Request,
+        body: &serde_json::Value,
+        beta: Option<&str>,
         ctx: &CallContext,
     ) -> Option<u64> {
-        let key = match &route.provider.key {
-            None => None,
-            Some(key_ref) => {
-                let secrets = self.secrets.clone();
-                let key_ref = key_ref.clone();
-                match tokio::task::spawn_blocking(move || secrets.resolve(&key_ref)).await {
-                    Ok(Ok(k)) => Some(k),
-                    _ => {
-                        tracing::warn!(call = %ctx.id, provider = %route.provider.name, "count_tokens: no usable key; estimating");
-                        return None;
-                    }
-                }
+        let key = match self.key_for(route).await {
+            Ok(k) => k,
+            Err(e) => {
+                tracing::warn!(call = %ctx.id, provider = %route.provider.name, error = %e, "count_tokens: no usable key; estimating");
+                return None;
             }
         };
         let t = self.opts.timeouts.with(&route.model.timeouts);
@@ -142,14 +165,14 @@ impl Gateway {
         let counted = tokio::select! {
             biased;
             () = ctx.cancel.cancelled() => Err(ProviderError::Canceled),
-            r = tokio::time::timeout(wait, upstream::count_tokens(&self.http, route, req, key.as_ref())) => {
+            r = tokio::time::timeout(wait, upstream::count_tokens(&self.http, route, body, beta, key.as_ref())) => {
                 r.unwrap_or(Err(ProviderError::Timeout(wait, "waiting for the token count")))
             }
         };
         match counted {
             Ok(n) => Some(n),
             Err(e) => {
-                let e = e.redacted(key.as_ref());
+                let e = e.redacted(key.as_ref().map(BoundKey::redaction));
                 tracing::warn!(call = %ctx.id, provider = %route.provider.name, error = %e, "count_tokens: the provider could not count; estimating");
                 None
             }

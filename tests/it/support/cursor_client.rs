@@ -131,7 +131,18 @@ pub struct CursorSim {
 struct Conn {
     proxy: SocketAddr,
     ca: CertificateDer<'static>,
+    /// The client's identity headers (the IDE's, unless a test sends as another client).
+    identity: Vec<(String, String)>,
 }
+
+/// The identity headers the simulated IDE sends on every request (docs/cursor-wire.md §1.5): its
+/// Cursor access token, client version and type, and privacy mode.
+pub const IDE_IDENTITY: [(&str, &str); 4] = [
+    ("authorization", "Bearer sim-cursor-access-token"),
+    ("x-cursor-client-version", "2.6.19"),
+    ("x-cursor-client-type", "ide"),
+    ("x-ghost-mode", "true"),
+];
 
 impl Conn {
     async fn send(&self, path: &str, content_type: &str, body: Vec<u8>) -> Response<Incoming> {
@@ -148,12 +159,14 @@ impl Conn {
         let tls = tokio_rustls::TlsConnector::from(Arc::new(cfg)).connect(name, tcp).await.expect("tls");
         let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.expect("h1");
         tokio::spawn(conn);
-        let req = Request::post(format!("https://api2.cursor.sh{path}"))
+        let mut req = Request::post(format!("https://api2.cursor.sh{path}"))
             .header("host", "api2.cursor.sh")
             .header("content-type", content_type)
-            .header("connect-protocol-version", "1")
-            .body(Full::new(Bytes::from(body)))
-            .expect("request");
+            .header("connect-protocol-version", "1");
+        for (k, v) in &self.identity {
+            req = req.header(k, v);
+        }
+        let req = req.body(Full::new(Bytes::from(body))).expect("request");
         tokio::time::timeout(TIMEOUT, send.send_request(req)).await.expect("in time").expect("response")
     }
 
@@ -188,9 +201,14 @@ capabilities = { tools = true }
 
 /// As [`start`], with `extra` (e.g. more `[[models]]`) appended to the config.
 pub async fn start_with(agent: &str, extra: &str) -> CursorSim {
+    start_server("", agent, extra).await
+}
+
+/// As [`start_with`], with `server` in the `[server]` table (e.g. `record_calls = false`).
+pub async fn start_server(server: &str, agent: &str, extra: &str) -> CursorSim {
     let mock = MockUpstream::start().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = config_text(&mock.url(), "") + "\n[agent]\n" + agent + "\n" + extra;
+    let config = config_text(&mock.url(), server) + "\n[agent]\n" + agent + "\n" + extra;
     let keyring = Arc::new(MemoryKeyring::default());
     let te = TestEngine::start_with_keyring(dir, &config, keyring.clone()).await;
     let conn = Conn::of(&te);
@@ -213,7 +231,23 @@ impl Conn {
             std::fs::read_to_string(te.dir.path().join("ca").join(keyhaven::proxy::ca::CERT_FILE)).expect("ca pem");
         let b64: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
         let ca = CertificateDer::from(base64::engine::general_purpose::STANDARD.decode(b64).expect("pem body"));
-        Conn { proxy: te.handle.proxy.clone().expect("proxy").addr, ca }
+        let identity = IDE_IDENTITY.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        Conn { proxy: te.handle.proxy.clone().expect("proxy").addr, ca, identity }
+    }
+}
+
+impl CursorSim {
+    /// A request through the proxy from another local client, whose identity headers are
+    /// `identity` instead of the IDE's (issue 14 §5: foreign injections).
+    pub async fn send_as(
+        &self,
+        identity: &[(&str, &str)],
+        path: &str,
+        content_type: &str,
+        body: Vec<u8>,
+    ) -> Response<Incoming> {
+        let identity = identity.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        Conn { identity, ..self.conn.clone() }.send(path, content_type, body).await
     }
 }
 
@@ -267,6 +301,9 @@ pub struct Turn {
     pub message_id: String,
     pub text: String,
     pub mode: agent::AgentMode,
+    /// A raw `UserMessage.mode` value sent instead of `mode` (values this build's enum lacks,
+    /// e.g. Cursor 3.x's `AGENT_MODE_CUSTOM = 8`).
+    pub mode_value: Option<i32>,
     pub mcp_tools: Vec<agent::McpToolDefinition>,
     /// The checkpoint the client stored (sent back as `conversation_state`).
     pub state: Option<agent::ConversationStateStructure>,
@@ -293,6 +330,7 @@ impl Turn {
             message_id: format!("m-{request_id}"),
             text: text.into(),
             mode: agent::AgentMode::Agent,
+            mode_value: None,
             mcp_tools: Vec::new(),
             state: None,
             pre_fetched_blobs: Vec::new(),
@@ -682,7 +720,7 @@ pub fn run_request(turn: &Turn, workspace: &str) -> agent::AgentClientMessage {
             user_message: Some(agent::UserMessage {
                 text: if turn.text_blob_id.is_some() { String::new() } else { turn.text.clone() },
                 message_id: turn.message_id.clone(),
-                mode: turn.mode as i32,
+                mode: turn.mode_value.unwrap_or(turn.mode as i32),
                 selected_context: turn.selected.clone(),
                 text_blob_id: turn.text_blob_id.clone(),
                 ..Default::default()

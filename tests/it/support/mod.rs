@@ -7,6 +7,7 @@ pub mod fixtures;
 pub mod lingma;
 pub mod mock;
 pub mod skip;
+pub mod vendor;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -40,7 +40,13 @@ export type ProviderHealth = { coolingDown: boolean, cooldownRemainingMs: number
 
 export type Provider = { name: string, kind: ProviderKind, baseUrl: string, key: KeyInfo | null, reasoningContent: boolean | null, maxCompletionTokens: boolean | null, modelCount: number, health: ProviderHealth | null, };
 
-export type ProviderInput = { name: string, kind: ProviderKind, baseUrl: string, key: KeyRefInput | null, reasoningContent: boolean | null, maxCompletionTokens: boolean | null, };
+export type ProviderInput = { name: string, kind: ProviderKind, baseUrl: string, key: KeyRefInput | null, reasoningContent: boolean | null, maxCompletionTokens: boolean | null, 
+/**
+ * A new key value, write-only (stored in the keyring, bound to `base_url`'s origin). Required
+ * when an edit moves a provider with a key to another origin: a stored key is only ever
+ * sent to the origin it was stored for. Never serialized back; `Debug` redacts it.
+ */
+keyValue?: string, };
 
 export type Capabilities = { tools: boolean, vision: boolean, thinking: boolean, };
 
@@ -218,7 +224,11 @@ limit: number, offset: number, model: string | null, provider: string | null, cl
 /**
  * Only the calls of this conversation (e.g. a Cursor conversation id).
  */
-conversation: string | null, };
+conversation: string | null, 
+/**
+ * Only the calls of this client session (Claude Code, Codex).
+ */
+session: string | null, };
 
 export type CallSummary = { id: string, startedMs: number, finishedMs: number | null, status: CallStatus, 
 /**
@@ -232,13 +242,39 @@ conversationId: string | null,
 /**
  * The front end's request the call served (e.g. a Cursor agent stream's request id).
  */
-requestId: string | null, };
+requestId: string | null, 
+/**
+ * The client's own session (Claude Code's `X-Claude-Code-Session-Id`, Codex's `session_id`).
+ */
+sessionId: string | null, };
 
 export type CallPage = { calls: Array<CallSummary>, offset: number, limit: number, 
 /**
  * More rows match after this page.
  */
 hasMore: boolean, };
+
+export type SessionQuery = { 
+/**
+ * Sessions with a call in the last `days` UTC days, today included (1..=366).
+ */
+days: number, 
+/**
+ * At most this many sessions (0 = 100; at most 1000).
+ */
+limit: number, };
+
+export type SessionSummary = { sessionId: string, 
+/**
+ * The client of the session's latest call.
+ */
+client: string, calls: number, errors: number, inputTokens: number, outputTokens: number, cacheReadTokens: number, cacheWriteTokens: number, costMicros: number, firstMs: number, lastMs: number, };
+
+export type SessionList = { 
+/**
+ * Most recently active first.
+ */
+sessions: Array<SessionSummary>, };
 
 export type CallDetail = { summary: CallSummary, 
 /**
@@ -372,7 +408,7 @@ uiDir: string | null,
  */
 restoreOnStop: boolean, };
 
-export type SettingsInput = { listen: string | null, proxyListen: string | null, proxyEnabled: boolean | null, captureBodies: boolean | null, bodyCaptureLimit: number | null, retentionDays: number | null, uiDir: string | null, restoreOnStop: boolean | null, };
+export type SettingsInput = { listen: string | null, proxyListen: string | null, proxyEnabled: boolean | null, captureBodies: boolean | null, bodyCaptureLimit: number | null, retentionDays: number | null, restoreOnStop: boolean | null, };
 
 export type SettingsApplied = { settings: Settings, 
 /**
@@ -450,3 +486,29 @@ notes: Array<string>, };
 export type AppInput = { startOnLogin: boolean | null, };
 
 export type IpcReply = { status: number, body: unknown, };
+
+export type DoctorReport = { 
+/**
+ * No check failed (warnings allowed).
+ */
+ok: boolean, checks: Array<DoctorCheck>, };
+
+export type DoctorCheck = { 
+/**
+ * `keyring`, `ports`, `ca`, `clients`, `providers` or `cursor`.
+ */
+area: string, 
+/**
+ * What was checked, e.g. `Provider anthropic answers with its key`.
+ */
+title: string, status: DoctorStatus, 
+/**
+ * What was found.
+ */
+detail: string, 
+/**
+ * What to do, for a warning or a failure.
+ */
+fix: string | null, };
+
+export type DoctorStatus = "ok" | "warn" | "fail" | "skip";

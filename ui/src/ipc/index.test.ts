@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from "vitest";
-import { EngineError, HttpTransport, TauriTransport, createApi, defaultTransport, queryString, tauriInvoke, tokenFromDocument } from "./index";
+import { EngineError, HttpTransport, TauriTransport, createApi, defaultTransport, isNoSession, queryString, tauriInvoke } from "./index";
 
 function fakeFetch(status: number, body: string | undefined) {
   return vi.fn(async (_url: RequestInfo | URL, _init?: RequestInit) => new Response(body ?? null, { status, headers: { "Content-Type": "application/json" } }));
@@ -10,22 +10,23 @@ function headersOf(init: RequestInit | undefined): Record<string, string> {
 }
 
 describe("HttpTransport", () => {
-  it("sends the bearer token and parses JSON", async () => {
+  it("sends no credential of its own (the browser adds the session cookie) and parses JSON", async () => {
     const f = fakeFetch(200, JSON.stringify({ mode: "local", proxyRunning: true }));
-    const api = createApi(new HttpTransport({ token: "tok-123", fetch: f }));
+    const api = createApi(new HttpTransport({ fetch: f }));
     const r = await api.routing();
     expect(r).toEqual({ mode: "local", proxyRunning: true });
     const [url, init] = f.mock.calls[0]!;
     expect(url).toBe("/api/routing");
     expect(init?.method).toBe("GET");
-    expect(headersOf(init).Authorization).toBe("Bearer tok-123");
+    expect(init?.credentials).toBe("same-origin");
+    expect(headersOf(init)).toEqual({ Accept: "application/json", "X-Keyhaven-UI": "1" });
     expect(headersOf(init)["Content-Type"]).toBeUndefined();
     expect(init?.body).toBeUndefined();
   });
 
   it("sends JSON bodies with a JSON content type", async () => {
     const f = fakeFetch(200, JSON.stringify({ mode: "hybrid", proxyRunning: false }));
-    const api = createApi(new HttpTransport({ token: "t", fetch: f }));
+    const api = createApi(new HttpTransport({ fetch: f }));
     await api.setRouting({ mode: "hybrid" });
     const [url, init] = f.mock.calls[0]!;
     expect(url).toBe("/api/routing");
@@ -36,7 +37,7 @@ describe("HttpTransport", () => {
 
   it("marks bodiless POSTs as JSON too (the engine's guard wants it)", async () => {
     const f = fakeFetch(200, JSON.stringify({ ok: true }));
-    await createApi(new HttpTransport({ token: "t", fetch: f })).testModel("a b/c");
+    await createApi(new HttpTransport({ fetch: f })).testModel("a b/c");
     const [url, init] = f.mock.calls[0]!;
     expect(url).toBe("/api/models/a%20b%2Fc/test");
     expect(init?.method).toBe("POST");
@@ -45,19 +46,19 @@ describe("HttpTransport", () => {
 
   it("accepts an empty 204", async () => {
     const f = vi.fn(async () => new Response(null, { status: 204 }));
-    await expect(createApi(new HttpTransport({ token: "t", fetch: f })).deleteModel("m")).resolves.toBeUndefined();
+    await expect(createApi(new HttpTransport({ fetch: f })).deleteModel("m")).resolves.toBeUndefined();
   });
 
   it("maps {kind, message} errors to EngineError", async () => {
     const f = fakeFetch(404, JSON.stringify({ kind: "not_found", message: "no provider `x`" }));
-    const err = await createApi(new HttpTransport({ token: "t", fetch: f })).testProvider("x").catch((e: unknown) => e);
+    const err = await createApi(new HttpTransport({ fetch: f })).testProvider("x").catch((e: unknown) => e);
     expect(err).toBeInstanceOf(EngineError);
     expect(err).toMatchObject({ kind: "not_found", message: "no provider `x`", status: 404 });
   });
 
   it("maps non-JSON error bodies to kind http", async () => {
     const f = vi.fn(async () => new Response("Bad Gateway", { status: 502 }));
-    const err = await createApi(new HttpTransport({ token: "t", fetch: f })).status().catch((e: unknown) => e);
+    const err = await createApi(new HttpTransport({ fetch: f })).status().catch((e: unknown) => e);
     expect(err).toMatchObject({ kind: "http", status: 502 });
     expect((err as Error).message).toContain("502");
   });
@@ -66,22 +67,25 @@ describe("HttpTransport", () => {
     const f = vi.fn(async () => {
       throw new TypeError("Failed to fetch");
     });
-    const err = await createApi(new HttpTransport({ token: "t", fetch: f })).status().catch((e: unknown) => e);
+    const err = await createApi(new HttpTransport({ fetch: f })).status().catch((e: unknown) => e);
     expect(err).toMatchObject({ kind: "network" });
   });
 
   it("maps an unparseable 200 to kind decode", async () => {
     const f = vi.fn(async () => new Response("<html>", { status: 200 }));
-    const err = await createApi(new HttpTransport({ token: "t", fetch: f })).status().catch((e: unknown) => e);
+    const err = await createApi(new HttpTransport({ fetch: f })).status().catch((e: unknown) => e);
     expect(err).toMatchObject({ kind: "decode" });
   });
 
   it("builds query strings without empty filters", async () => {
     const f = fakeFetch(200, JSON.stringify({ calls: [], offset: 0, limit: 50, hasMore: false }));
-    await createApi(new HttpTransport({ token: "t", fetch: f })).calls({
+    await createApi(new HttpTransport({ fetch: f })).calls({
       limit: 50, offset: 100, model: "gpt", provider: null, client: "", status: "error", sinceMs: null, conversation: "conv 1",
+      session: "0b6f-sess",
     });
-    expect(f.mock.calls[0]![0]).toBe("/api/calls?limit=50&offset=100&model=gpt&status=error&conversation=conv+1");
+    expect(f.mock.calls[0]![0]).toBe("/api/calls?limit=50&offset=100&model=gpt&status=error&conversation=conv+1&session=0b6f-sess");
+    await createApi(new HttpTransport({ token: "t", fetch: f })).sessions({ days: 7, limit: 0 });
+    expect(f.mock.calls[1]![0]).toBe("/api/usage/sessions?days=7&limit=0");
     expect(queryString({ days: 1, groupBy: "model" })).toBe("?days=1&groupBy=model");
     expect(queryString({})).toBe("");
   });
@@ -90,7 +94,7 @@ describe("HttpTransport", () => {
 describe("client setup calls", () => {
   it("use the dry-run and env routes", async () => {
     const f = fakeFetch(200, "{}");
-    const a = createApi(new HttpTransport({ token: "t", fetch: f }));
+    const a = createApi(new HttpTransport({ fetch: f }));
     await a.previewRoute("claudeCode", { model: "m", smallModel: null, disableHttp2: false });
     await a.previewUndo("codex");
     await a.routeEnv();
@@ -108,16 +112,13 @@ describe("client setup calls", () => {
   });
 });
 
-describe("tokenFromDocument", () => {
-  const doc = (content: string | null) => ({
-    querySelector: () => (content === null ? null : ({ getAttribute: () => content } as unknown as Element)),
-  });
-  it("reads the injected token", () => {
-    expect(tokenFromDocument(doc("abc"))).toBe("abc");
-  });
-  it("ignores the unreplaced placeholder and a missing tag", () => {
-    expect(tokenFromDocument(doc("%KEYHAVEN_TOKEN%"))).toBe("");
-    expect(tokenFromDocument(doc(null))).toBe("");
+describe("isNoSession", () => {
+  it("is true for a 401 or kind unauthorized only", () => {
+    expect(isNoSession(new EngineError("unauthorized", "no session", 401))).toBe(true);
+    expect(isNoSession(new EngineError("http", "HTTP 401", 401))).toBe(true);
+    expect(isNoSession(new EngineError("forbidden", "Origin not allowed", 403))).toBe(false);
+    expect(isNoSession(new EngineError("network", "down"))).toBe(false);
+    expect(isNoSession(new Error("x"))).toBe(false);
   });
 });
 
@@ -133,7 +134,7 @@ describe("TauriTransport", () => {
 
   it("sends null for a missing body and keeps the query string", async () => {
     const invoke = reply(200, { calls: [], offset: 0, limit: 5, hasMore: false });
-    await createApi(new TauriTransport(invoke)).calls({ limit: 5, offset: 0, model: null, provider: null, client: null, status: null, sinceMs: null, conversation: null });
+    await createApi(new TauriTransport(invoke)).calls({ limit: 5, offset: 0, model: null, provider: null, client: null, status: null, sinceMs: null, conversation: null, session: null });
     expect(invoke).toHaveBeenCalledWith("control", { method: "GET", path: "/api/calls?limit=5&offset=0", body: null });
   });
 

@@ -1,8 +1,10 @@
 // The only module that talks to the engine. Views call `api.*`; every call goes through a
-// `Transport`: HTTP in a browser (`/api/...` on the engine's loopback listener, bearer token from
-// the page's meta tag), or Tauri IPC in the app window (the shell's one `control` command, which
+// `Transport`: HTTP in a browser (`/api/...` on the engine's loopback listener, authenticated by
+// the HttpOnly session cookie the browser got from a one-time `keyhaven dashboard` link; the page
+// itself holds no credential), or Tauri IPC in the app window (the shell's one `control` command, which
 // serves the same `/api/...` routes in-process and answers `{status, body}`).
 import type {
+  DoctorReport,
   AppInput,
   AppStatus,
   CaChange,
@@ -26,6 +28,8 @@ import type {
   ProviderInput,
   Retention,
   RetentionApplied,
+  SessionList,
+  SessionQuery,
   Routing,
   RouteOptions,
   RoutingInput,
@@ -65,39 +69,34 @@ export interface Transport {
   request<T>(method: Method, path: string, body?: unknown): Promise<T>;
 }
 
-/** The token the engine injected into `index.html` (empty when the placeholder was not replaced). */
-export function tokenFromDocument(doc: Pick<Document, "querySelector"> | undefined = globalThis.document): string {
-  const content = doc?.querySelector('meta[name="keyhaven-token"]')?.getAttribute("content") ?? "";
-  if (content && content !== "%KEYHAVEN_TOKEN%") return content;
-  const dev = (import.meta as { env?: Record<string, string | undefined> }).env?.VITE_KEYHAVEN_TOKEN;
-  return dev ?? "";
-}
-
 function isErrorBody(v: unknown): v is ErrorBody {
   return typeof v === "object" && v !== null && typeof (v as ErrorBody).kind === "string" && typeof (v as ErrorBody).message === "string";
 }
 
 export interface HttpOptions {
-  token: string;
   baseUrl?: string;
   fetch?: typeof fetch;
 }
 
-/** JSON over HTTP with `Authorization: Bearer <token>`. */
+/**
+ * JSON over HTTP to the page's own origin. It sends no credential of its own: the browser adds
+ * the session cookie (`credentials: "same-origin"`); `X-Keyhaven-UI` (and the browser's own
+ * `Origin` or `Sec-Fetch-Site: same-origin`) shows the engine that the page itself asks.
+ */
 export class HttpTransport implements Transport {
-  private readonly token: string;
   private readonly baseUrl: string;
   private readonly fetchFn: typeof fetch;
 
-  constructor(opts: HttpOptions) {
-    this.token = opts.token;
+  constructor(opts: HttpOptions = {}) {
     this.baseUrl = opts.baseUrl ?? "";
     this.fetchFn = opts.fetch ?? ((input, init) => globalThis.fetch(input, init));
   }
 
   async request<T>(method: Method, path: string, body?: unknown): Promise<T> {
-    const headers: Record<string, string> = { Accept: "application/json", Authorization: `Bearer ${this.token}` };
-    const init: RequestInit = { method, headers, credentials: "omit", cache: "no-store" };
+    // X-Keyhaven-UI: proof for the engine that the page itself asks (a page of another origin
+    // cannot send it without a CORS preflight, which the engine never grants).
+    const headers: Record<string, string> = { Accept: "application/json", "X-Keyhaven-UI": "1" };
+    const init: RequestInit = { method, headers, credentials: "same-origin", cache: "no-store" };
     // The engine wants application/json on every method but GET and HEAD, bodies or not.
     if (method !== "GET") {
       headers["Content-Type"] = "application/json";
@@ -184,6 +183,8 @@ const seg = encodeURIComponent;
 export function createApi(t: Transport) {
   return {
     status: () => t.request<EngineStatus>("GET", "/api/status"),
+    /** The checks of `keyhaven doctor`; each provider check sends one small request. */
+    doctor: () => t.request<DoctorReport>("GET", "/api/doctor"),
 
     providers: () => t.request<Provider[]>("GET", "/api/providers"),
     createProvider: (p: ProviderInput) => t.request<Provider>("POST", "/api/providers", p),
@@ -211,6 +212,7 @@ export function createApi(t: Transport) {
 
     usage: (q: UsageQuery) => t.request<UsageReport>("GET", `/api/usage${queryString(q)}`),
     usageSeries: (q: UsageSeriesQuery) => t.request<UsageSeries>("GET", `/api/usage/series${queryString(q)}`),
+    sessions: (q: SessionQuery) => t.request<SessionList>("GET", `/api/usage/sessions${queryString(q)}`),
     calls: (q: CallQuery) => t.request<CallPage>("GET", `/api/calls${queryString(q)}`),
     call: (id: string) => t.request<CallDetail>("GET", `/api/calls/${seg(id)}`),
     deleteCall: (id: string) => t.request<Deleted>("DELETE", `/api/calls/${seg(id)}`),
@@ -253,10 +255,15 @@ export type Api = ReturnType<typeof createApi>;
 
 let current: Api | undefined;
 
-/** The transport for this page: IPC in the app window, HTTP with the page's token elsewhere. */
+/** The transport for this page: IPC in the app window, HTTP with the session cookie elsewhere. */
 export function defaultTransport(): Transport {
   const invoke = tauriInvoke();
-  return invoke ? new TauriTransport(invoke) : new HttpTransport({ token: tokenFromDocument() });
+  return invoke ? new TauriTransport(invoke) : new HttpTransport();
+}
+
+/** True when an engine error means this browser has no dashboard session (or it ended). */
+export function isNoSession(e: unknown): boolean {
+  return e instanceof EngineError && (e.kind === "unauthorized" || e.status === 401);
 }
 
 /** The app's API over `defaultTransport()` unless `setApi` installed another. */

@@ -11,6 +11,7 @@ interface Filters {
   provider: string;
   client: string;
   conversation: string;
+  session: string;
   status: "" | CallStatus;
   since: "" | "1h" | "24h" | "7d";
 }
@@ -21,8 +22,62 @@ function Status({ s }: { s: CallStatus }) {
   return <span class={`tag status-${s}`}>{STATUS_LABEL[s]}</span>;
 }
 
+/** A session id shortened for a table cell (client ids are UUIDs). */
+function shortSession(id: string): string {
+  return id.length > 13 ? `${id.slice(0, 8)}…${id.slice(-4)}` : id;
+}
+
+/** Calls grouped by client session (Claude Code, Codex) over the last 7 days; picking one filters the list. */
+function Sessions({ current, pick }: { current: string; pick: (session: string) => void }) {
+  const res = useLoad(() => api().sessions({ days: 7, limit: 20 }), []);
+  return (
+    <View res={res}>
+      {(list) =>
+        list.sessions.length === 0 ? null : (
+          <details class="sessions" open={current !== ""}>
+            <summary>Sessions (last 7 days): {list.sessions.length}</summary>
+            <table class="table">
+              <thead>
+                <tr>
+                  <th scope="col">Session</th>
+                  <th scope="col">Client</th>
+                  <th scope="col">Last active</th>
+                  <th scope="col" class="num">Calls</th>
+                  <th scope="col" class="num">Errors</th>
+                  <th scope="col" class="num">Tokens in/out</th>
+                  <th scope="col" class="num">Cost</th>
+                </tr>
+              </thead>
+              <tbody>
+                {list.sessions.map((s) => (
+                  <tr key={s.sessionId} class={s.sessionId === current ? "selected" : undefined}>
+                    <td>
+                      <button type="button" class="link" title={s.sessionId} aria-label={`Session ${s.sessionId}`} onClick={() => pick(s.sessionId)}>
+                        <code>{shortSession(s.sessionId)}</code>
+                      </button>
+                    </td>
+                    <td>{s.client || "—"}</td>
+                    <td>{formatTime(s.lastMs)}</td>
+                    <td class="num">{s.calls}</td>
+                    <td class="num">{s.errors}</td>
+                    <td class="num">
+                      {formatTokens(s.inputTokens)} / {formatTokens(s.outputTokens)}
+                    </td>
+                    <td class="num">{formatCost(s.costMicros)}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </details>
+        )
+      }
+    </View>
+  );
+}
+
 function CallList() {
-  const [draft, setDraft] = useState<Filters>({ model: "", provider: "", client: "", conversation: "", status: "", since: "" });
+  const empty: Filters = { model: "", provider: "", client: "", conversation: "", session: "", status: "", since: "" };
+  const [draft, setDraft] = useState<Filters>(empty);
   const [filters, setFilters] = useState(draft);
   const [offset, setOffset] = useState(0);
   const query: CallQuery = {
@@ -32,14 +87,22 @@ function CallList() {
     provider: filters.provider.trim() || null,
     client: filters.client.trim() || null,
     conversation: filters.conversation.trim() || null,
+    session: filters.session.trim() || null,
     status: filters.status || null,
     sinceMs: filters.since ? Date.now() - SINCE_MS[filters.since] : null,
   };
   const res = useLoad(() => api().calls(query), [JSON.stringify({ ...filters, offset })]);
   const set = (k: keyof Filters) => (e: Event) => setDraft({ ...draft, [k]: (e.currentTarget as HTMLInputElement).value });
   const filtered = Object.values(filters).some(Boolean);
+  const bySession = (session: string) => {
+    const next = { ...filters, session };
+    setDraft(next);
+    setFilters(next);
+    setOffset(0);
+  };
   return (
     <>
+      <Sessions current={filters.session} pick={bySession} />
       <form
         class="filters"
         onSubmit={(e) => {
@@ -48,7 +111,7 @@ function CallList() {
           setFilters(draft);
         }}
       >
-        {(["model", "provider", "client", "conversation"] as const).map((k) => (
+        {(["model", "provider", "client", "conversation", "session"] as const).map((k) => (
           <label key={k}>
             {k[0]!.toUpperCase() + k.slice(1)}
             <input value={draft[k]} onInput={set(k)} />
@@ -87,12 +150,13 @@ function CallList() {
             </Empty>
           ) : (
             <>
-              <table class="table">
+              <table class="table calls">
                 <thead>
                   <tr>
                     <th scope="col">Started</th>
                     <th scope="col">Status</th>
                     <th scope="col">Client</th>
+                    <th scope="col">Session</th>
                     <th scope="col">Model</th>
                     <th scope="col">Provider</th>
                     <th scope="col" class="num">Tokens in/out</th>
@@ -111,6 +175,15 @@ function CallList() {
                         <Status s={c.status} />
                       </td>
                       <td>{c.client || "—"}</td>
+                      <td>
+                        {c.sessionId ? (
+                          <button type="button" class="link" title={`Only the calls of session ${c.sessionId}`} onClick={() => bySession(c.sessionId!)}>
+                            <code>{shortSession(c.sessionId)}</code>
+                          </button>
+                        ) : (
+                          "—"
+                        )}
+                      </td>
                       <td>{c.model}</td>
                       <td>{c.provider ?? "—"}</td>
                       <td class="num">
@@ -163,6 +236,7 @@ function Summary({ c, priceVersion }: { c: CallSummary; priceVersion: string | n
           {c.errorKind && <Row k="Error" v={`${c.errorKind}: ${c.errorMessage ?? ""}`} />}
           <Row k="Client" v={c.client || "—"} />
           {c.conversationId && <Row k="Conversation" v={<code>{c.conversationId}</code>} />}
+          {c.sessionId && <Row k="Session" v={<code>{c.sessionId}</code>} />}
           {c.requestId && <Row k="Request" v={<code>{c.requestId}</code>} />}
           <Row k="Dialect" v={c.dialect} />
           <Row k="Model" v={`${c.model}${c.upstreamModel ? ` → ${c.upstreamModel}` : ""}`} />

@@ -49,7 +49,7 @@ function KeyForm({ p, onDone }: { p: Provider; onDone: () => void }) {
         {has ? "Replace key" : "Save key"}
       </button>
       {has && <ConfirmButton label="Remove key" question={`Remove ${p.name}'s key from the keyring?`} disabled={act.busy} onConfirm={() => void act.run(() => api().deleteKey(p.name)).then((r) => r && onDone())} />}
-      <small class="muted">Write-only: the key goes to the OS keyring and is never shown again.</small>
+      <small class="muted">Write-only: the key goes to the OS keyring, is never shown again, and is only ever sent to {p.baseUrl ? originOf(p.baseUrl) ?? p.baseUrl : "this provider"}.</small>
       {act.error && <ErrorNotice error={act.error} />}
     </form>
   );
@@ -73,7 +73,7 @@ function ProviderFields({ form, setForm, show, prefix }: { form: ProviderForm; s
       <Field label="Base URL" id={`${prefix}-baseUrl`} error={show.baseUrl}>
         <input id={`${prefix}-baseUrl`} type="url" value={form.baseUrl} onInput={set("baseUrl")} {...err("baseUrl")} />
       </Field>
-      <Field label="Key" id={`${prefix}-keySource`} hint="Store the key itself with “Set key” (keyring) or export the variable.">
+      <Field label="Key" id={`${prefix}-keySource`} hint="Store the key itself with “Set key” (keyring; it is bound to this base URL's server). An environment variable can be used here only for a server config.toml already uses it for.">
         <select id={`${prefix}-keySource`} value={form.keySource} onChange={set("keySource")}>
           <option value="keyring">OS keyring</option>
           <option value="env">Environment variable</option>
@@ -89,22 +89,50 @@ function ProviderFields({ form, setForm, show, prefix }: { form: ProviderForm; s
   );
 }
 
+/** The origin (scheme, host, port) of a URL, or null; keys are bound to one. */
+export function originOf(url: string): string | null {
+  try {
+    const u = new URL(url.trim());
+    return u.protocol === "http:" || u.protocol === "https:" ? u.origin : null;
+  } catch {
+    return null;
+  }
+}
+
 function EditProvider({ p, existing, onDone, onCancel }: { p: Provider; existing: string[]; onDone: () => void; onCancel: () => void }) {
   const [form, setForm] = useState<ProviderForm>(providerFormOf(p));
+  const [newKey, setNewKey] = useState("");
   const [touched, setTouched] = useState(false);
   const act = useAction();
   const errors = validateProvider(form, existing.filter((n) => n !== p.name));
+  // A stored key is only ever sent to the origin it was stored for: moving a provider that has a
+  // key to another origin needs the key entered again.
+  const moved = form.keySource !== "none" && originOf(form.baseUrl) !== originOf(p.baseUrl);
+  const keyMissing = moved && !newKey.trim();
   const submit = async (e: Event) => {
     e.preventDefault();
     setTouched(true);
-    if (hasErrors(errors)) return;
-    const r = await act.run(() => api().updateProvider(p.name, providerInput(form, undefined, p)));
+    if (hasErrors(errors) || keyMissing) return;
+    const input = providerInput(form, undefined, p);
+    if (newKey.trim()) input.keyValue = newKey.trim();
+    const r = await act.run(() => api().updateProvider(p.name, input));
+    setNewKey("");
     if (r) onDone();
   };
   return (
     <form class="panel" onSubmit={submit} noValidate aria-label={`Edit provider ${p.name}`}>
       <h3>Edit {p.name}</h3>
       <ProviderFields form={form} setForm={setForm} show={touched ? errors : {}} prefix={`pe-${p.name}`} />
+      {moved && (
+        <Field
+          label="API key for the new address"
+          id={`pe-${p.name}-newKey`}
+          error={touched && keyMissing ? "Enter the key: the stored one is only ever sent to its original address." : undefined}
+          hint={`The base URL moves to another server (${originOf(form.baseUrl) ?? "?"}). Keyhaven never sends a stored key to a server other than the one it was entered for, so enter the key for the new server; it goes to the OS keyring.`}
+        >
+          <input id={`pe-${p.name}-newKey`} type="password" autoComplete="off" spellcheck={false} value={newKey} onInput={(e) => setNewKey(e.currentTarget.value)} aria-invalid={touched && keyMissing} />
+        </Field>
+      )}
       {form.name.trim() !== p.name && p.modelCount > 0 && <p class="muted">Renaming moves its {p.modelCount} models to the new name.</p>}
       <div class="actions">
         <button type="submit" class="primary" disabled={act.busy}>

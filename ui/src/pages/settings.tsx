@@ -1,6 +1,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { api, inApp, type AppStatus, type Settings, type SettingsApplied } from "../ipc";
 import { ErrorNotice, Field, View, useAction, useLoad } from "../ui";
+import { DoctorSection } from "./doctor";
 import { WebToolsSection } from "./web";
 
 interface Form {
@@ -10,7 +11,6 @@ interface Form {
   captureBodies: boolean;
   bodyCaptureLimit: string;
   retentionDays: string;
-  uiDir: string;
   restoreOnStop: boolean;
 }
 
@@ -21,7 +21,6 @@ const toForm = (s: Settings): Form => ({
   captureBodies: s.captureBodies,
   bodyCaptureLimit: String(s.bodyCaptureLimit),
   retentionDays: String(s.retentionDays),
-  uiDir: s.uiDir ?? "",
   restoreOnStop: s.restoreOnStop,
 });
 
@@ -42,7 +41,7 @@ function SettingsForm({ s, onSaved }: { s: Settings; onSaved: () => void }) {
   useEffect(() => setForm(toForm(s)), [s]);
   const act = useAction();
   const errors = validate(form);
-  const text = (k: "listen" | "proxyListen" | "bodyCaptureLimit" | "retentionDays" | "uiDir", label: string, hint: string) => (
+  const text = (k: "listen" | "proxyListen" | "bodyCaptureLimit" | "retentionDays", label: string, hint: string) => (
     <Field label={label} id={`s-${k}`} error={errors[k]} hint={hint}>
       <input id={`s-${k}`} value={form[k]} onInput={(e) => setForm({ ...form, [k]: e.currentTarget.value })} aria-invalid={!!errors[k]} />
     </Field>
@@ -58,7 +57,6 @@ function SettingsForm({ s, onSaved }: { s: Settings; onSaved: () => void }) {
         captureBodies: form.captureBodies,
         bodyCaptureLimit: Number(form.bodyCaptureLimit),
         retentionDays: Number(form.retentionDays),
-        uiDir: form.uiDir.trim() || null,
         restoreOnStop: form.restoreOnStop,
       }),
     );
@@ -88,7 +86,9 @@ function SettingsForm({ s, onSaved }: { s: Settings; onSaved: () => void }) {
       </label>
       {text("bodyCaptureLimit", "Bytes kept per body", "Restart to apply.")}
       {text("retentionDays", "Keep calls for (days)", "0 keeps everything; applies right away. Usage totals are kept regardless.")}
-      {text("uiDir", "Web UI directory", "The built ui/dist served at /; restart to apply.")}
+      <Field label="Web UI directory" id="s-uiDir" hint="Set as [server] ui_dir in config.toml only (it is served without a token, so it cannot be changed from here).">
+        <input id="s-uiDir" value={s.uiDir ?? ""} readOnly />
+      </Field>
       <Field label="Data directory" id="s-data" hint="Set with --data-dir on the command line.">
         <input id="s-data" value={s.dataDir} readOnly />
       </Field>
@@ -139,6 +139,7 @@ export function SettingsPage(_: { args: string[] }) {
       {inApp() && <StartOnLogin />}
       <View res={res}>{(s) => <SettingsForm s={s} onSaved={res.reload} />}</View>
       <View res={web}>{(w) => <WebToolsSection initial={w} />}</View>
+      <DoctorSection />
     </>
   );
 }
