@@ -135,3 +135,21 @@ impl BlobChannel {
         }
     }
 }
+
+/// Reads client blobs named in exec results (e.g. `ReadSuccess.output_blob_id`) with a timeout.
+#[derive(Debug, Clone)]
+pub struct BlobReader {
+    pub channel: Arc<BlobChannel>,
+    pub timeout: std::time::Duration,
+}
+
+impl BlobReader {
+    /// The blob's bytes (the client's own blob: not checked against its id).
+    pub async fn read(&self, id: &[u8]) -> Result<Vec<u8>, BlobError> {
+        match tokio::time::timeout(self.timeout, self.channel.get(id)).await {
+            Ok(Ok(Some(d))) => Ok(d),
+            Ok(Ok(None)) => Err(BlobError::Missing(short(id))),
+            Ok(Err(_)) | Err(_) => Err(BlobError::Timeout(short(id))),
+        }
+    }
+}

@@ -147,7 +147,7 @@ impl Backend {
         let first = tokio::select! {
             biased;
             () = t.cancel.cancelled() => return Terminal::shutdown(),
-            r = tokio::time::timeout(self.options.first_message_wait, t.inbox.next()) => r,
+            r = tokio::time::timeout(self.options.first_message_wait, t.inbox.first(&is_run_request)) => r,
         };
         let data = match first {
             Ok(Some((_, data))) => data,
@@ -276,4 +276,12 @@ pub fn provider_error(kind: ErrorKind) -> (Code, CursorError, &'static str, bool
 /// A subscription on a transport's output, with the server heartbeat frame.
 pub fn output_subscription(t: &Transport, heartbeat: Duration) -> Subscription {
     t.output.subscribe(heartbeat, events::frame(&events::heartbeat(), false))
+}
+
+/// Whether an append holds a `run_request` (a run may start at any seqno; see the inbox).
+fn is_run_request(data: &[u8]) -> bool {
+    matches!(
+        connect::decode_message::<agent::AgentClientMessage>(data),
+        Ok(agent::AgentClientMessage { message: Some(agent_client_message::Message::RunRequest(_)) })
+    )
 }

@@ -229,7 +229,10 @@ async fn resume_after_a_dropped_run_sse_replays_and_continues_the_unfinished_ste
         seen.updates()[..2],
         [
             interaction_update::Message::StepStarted(agent::StepStartedUpdate { step_id: 1 }),
-            interaction_update::Message::TextDelta(agent::TextDeltaUpdate { text: "half an answer".into() })
+            interaction_update::Message::TextDelta(agent::TextDeltaUpdate {
+                text: "half an answer".into(),
+                is_server_notice: false
+            })
         ],
         "the re-subscriber gets the replay from the first frame"
     );
@@ -254,7 +257,8 @@ async fn resume_after_a_dropped_run_sse_replays_and_continues_the_unfinished_ste
     let resumed = s.turn(&Turn::new("req-d3", "conv-d", "").with_state(state).resuming()).await;
     assert_eq!(resumed.end, Some(Default::default()));
     assert!(resumed.updates().contains(&interaction_update::Message::TextDelta(agent::TextDeltaUpdate {
-        text: "Resumed after the interruption.".into()
+        text: "Resumed after the interruption.".into(),
+        is_server_notice: false,
     })));
     let body = s.mock.seen().last().expect("request").body.clone();
     let messages = body["messages"].as_array().expect("messages");

@@ -473,7 +473,7 @@ pub(crate) fn run_request(model: &str, text: &str) -> Vec<u8> {
 pub(crate) const HEARTBEAT: [u8; 2] = [0x3a, 0x00];
 
 pub(crate) fn text(s: &str) -> interaction_update::Message {
-    interaction_update::Message::TextDelta(agent::TextDeltaUpdate { text: s.into() })
+    interaction_update::Message::TextDelta(agent::TextDeltaUpdate { text: s.into(), is_server_notice: false })
 }
 
 pub(crate) fn tokens(n: i32) -> interaction_update::Message {

@@ -31,6 +31,7 @@
 //!   (final checkpoint, `turn_ended`, `{}`).
 
 pub mod compact;
+pub mod context;
 pub mod delivery;
 mod prompt;
 
@@ -64,7 +65,7 @@ use crate::cursor::tools::interact::ModeCell;
 use crate::cursor::tools::query::QueryChannel;
 use crate::cursor::tools::stream::FieldStream;
 use crate::cursor::transport::{Output, Transport};
-use crate::model::{Entry, ErrorInfo, Message, Role, RunStatus};
+use crate::model::{Entry, ErrorInfo, Message, Part, Role, RunStatus};
 use crate::provider::Gateway;
 use crate::run::{
     CancelReason, CommandResult, GatewayModel, Journal, RunCommand, RunEvent, RunHandle, RunObserver, RunPorts,
@@ -185,7 +186,7 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         pre_fetched_blobs,
         ..
     } = run;
-    let (user, ctx) = match action.and_then(|a| a.action) {
+    let (user, mut ctx) = match action.and_then(|a| a.action) {
         Some(conversation_action::Action::UserMessageAction(a)) => {
             (Some(a.user_message.unwrap_or_default()), a.request_context.unwrap_or_default())
         }
@@ -217,12 +218,20 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         None => conversation_state.as_ref().and_then(|s| s.mode).map_or(AgentMode::Agent, mode_from_wire),
     };
     let mut mcp = mcp_tools.map(|m| m.mcp_tools).unwrap_or_default();
-    for tool in ctx.tools {
+    for tool in std::mem::take(&mut ctx.tools) {
         if !mcp.iter().any(|m| m.name == tool.name) {
             mcp.push(tool);
         }
     }
-    let catalog = Arc::new(Catalog::with_server_fetch(mode, &mcp, deps.fetcher.is_some()));
+    // Tools the user turned off in Cursor's settings are not offered.
+    let mut off = Vec::new();
+    if ctx.web_search_enabled == Some(false) {
+        off.push(crate::cursor::tools::catalog::WEB_SEARCH);
+    }
+    if ctx.web_fetch_enabled == Some(false) {
+        off.push(crate::cursor::tools::catalog::FETCH);
+    }
+    let catalog = Arc::new(Catalog::with_server_fetch(mode, &mcp, deps.fetcher.is_some()).without(&off));
     let run_id = t.request_id.clone();
     let conversation = match conversation_id.filter(|c| !c.is_empty()) {
         Some(id) => deps.conversations.get(&id).await,
@@ -259,8 +268,8 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         conversation.set_todos(recovery::todos(conversation_state.as_ref()));
     }
     let mut restored = Vec::new();
+    let source = Source::new(pre_fetched_blobs, &blobs, deps.options.blob_ack_timeout);
     if let Plan::Restore(ids) = recovery::plan(transcript.entries(), conversation_state.as_ref()) {
-        let source = Source::new(pre_fetched_blobs, &blobs, deps.options.blob_ack_timeout);
         match pump(t, &pre_routes, recovery::restore(&ids, &source)).await {
             None => return TurnEnd::Shutdown,
             Some(Err(e)) => {
@@ -278,7 +287,7 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     }
     let mut initial = Vec::new();
     if transcript.is_empty() && restored.first().is_none_or(|e| e.message.role != Role::System) {
-        let system = prompt::system(custom_system_prompt.as_deref(), &env, workspace.as_deref(), &ctx.rules);
+        let system = prompt::system(custom_system_prompt.as_deref(), &env, workspace.as_deref(), &ctx);
         initial.push(Entry::new(format!("system:{}", conversation.id), Message::text(Role::System, system)));
     }
     initial.extend(restored);
@@ -287,13 +296,27 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         initial.push(results);
     }
     initial.extend(conversation.take_pending());
+    let vision = deps.gateway.catalog().resolve(&model_name).is_none_or(|r| r.model.capabilities.vision);
     match user {
         Some(user) => {
             let mut user_id = delivery::user_entry_id(&user.message_id, &format!("{run_id}:user"));
             if transcript.contains(&user_id) && transcript.entries().last().is_none_or(|e| e.id != user_id) {
                 user_id = format!("{user_id}@{run_id}");
             }
-            initial.push(Entry::new(user_id, Message::text(Role::User, user.text)));
+            let io = context::Io { blobs: &source, exec: &exec, run_id: &run_id, workspace: workspace.as_deref() };
+            let earlier: Vec<Entry> = transcript.entries().iter().chain(&initial).cloned().collect();
+            let attached = match pump(t, &pre_routes, context::user_content(&user, &ctx, &io, &earlier, vision)).await {
+                Some(a) => a,
+                None => return TurnEnd::Shutdown,
+            };
+            for notice in &attached.notices {
+                t.output.publish(events::frame(&events::notice(notice), false));
+            }
+            let message = match attached.parts.as_slice() {
+                [Part::Text { text, .. }] => Message::text(Role::User, text.clone()),
+                _ => Message { role: Role::User, content: attached.parts },
+            };
+            initial.push(Entry::new(user_id, message));
         }
         None => {
             let last = initial.last().or_else(|| transcript.entries().last());
@@ -326,6 +349,10 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         search: deps.search.clone(),
         fetcher: deps.fetcher.clone(),
         mode: mode_cell.clone(),
+        blobs: Some(crate::cursor::blobs::BlobReader {
+            channel: blobs.clone(),
+            timeout: deps.options.blob_ack_timeout,
+        }),
     };
     let frames = Frames::new(t.output.clone(), catalog.clone(), &run_id);
     let model = GatewayModel {
@@ -578,10 +605,11 @@ impl RunObserver for Frames {
                     s.edits.insert(id.to_owned(), FieldStream::new("contents"));
                 }
                 let mcid = model_call_id(&self.run_id, step);
-                self.emit(&events::partial_tool_call(id, self.catalog.skeleton(name), "", &mcid));
+                let card = self.catalog.skeleton(name).map(|c| with_id(c, id));
+                self.emit(&events::partial_tool_call(id, card, "", &mcid));
             }
             RunEvent::ToolCallArgs { id, delta } => {
-                let card = s.names.get(id).and_then(|n| self.catalog.skeleton(n));
+                let card = s.names.get(id).and_then(|n| self.catalog.skeleton(n)).map(|c| with_id(c, id));
                 let mcid = model_call_id(&self.run_id, s.step);
                 self.emit(&events::partial_tool_call(id, card, delta, &mcid));
                 if let Some(text) = s.edits.get_mut(id).map(|f| f.push(delta)).filter(|t| !t.is_empty()) {
@@ -608,4 +636,10 @@ impl RunObserver for Frames {
             RunEvent::Usage(_) | RunEvent::MessageAppended { .. } | RunEvent::ToolRoundStarted { .. } => {}
         }
     }
+}
+
+/// A card with its call id set (`ToolCall.tool_call_id`, 3.x builds).
+fn with_id(mut card: agent::ToolCall, id: &str) -> agent::ToolCall {
+    card.tool_call_id = Some(id.to_owned());
+    card
 }

@@ -2,11 +2,17 @@
 //! afterwards (it is the first transcript message, so the prompt prefix stays stable and provider
 //! caches keep hitting; later changes to rules or the custom prompt are not picked up by an
 //! existing conversation).
+//!
+//! Rules by type (docs/cursor-wire.md §6.2): `global` rules (and rules without a type) and the
+//! user's `non_file_rules` are pasted; `agent_fetched` rules are listed by description and path
+//! for the model to read when one applies; `file_globbed` and `manually_attached` rules belong to
+//! the message they apply to (`super::context`). Skills (`agent_skills`) are listed the same way
+//! as agent-fetched rules; `mcp_instructions` are pasted per server.
 
-use crate::cursor::protocol::agent::{CursorRule, RequestContextEnv};
+use crate::cursor::protocol::agent::{CursorRule, RequestContext, RequestContextEnv, cursor_rule_type};
 
 /// The system prompt from what the client reported on the conversation's first turn.
-pub fn system(custom: Option<&str>, env: &RequestContextEnv, workspace: Option<&str>, rules: &[CursorRule]) -> String {
+pub fn system(custom: Option<&str>, env: &RequestContextEnv, workspace: Option<&str>, ctx: &RequestContext) -> String {
     let mut s = String::from(
         "You are a coding agent working in the user's editor. Use the tools to inspect and change the \
          user's workspace: read files before you edit them, keep changes focused, and run commands only when \
@@ -22,8 +28,42 @@ pub fn system(custom: Option<&str>, env: &RequestContextEnv, workspace: Option<&
     if !env.shell.is_empty() {
         s.push_str(&format!("Shell: {}\n", env.shell));
     }
-    for rule in rules.iter().filter(|r| !r.content.trim().is_empty()) {
-        s.push_str(&format!("\nRule ({}):\n{}\n", rule.full_path, rule.content.trim()));
+    let kind = |r: &CursorRule| r.r#type.as_ref().and_then(|t| t.r#type.clone());
+    let pasted = ctx.rules.iter().filter(|r| matches!(kind(r), None | Some(cursor_rule_type::Type::Global(_))));
+    for rule in ctx.non_file_rules.iter().chain(pasted).filter(|r| !r.content.trim().is_empty()) {
+        if rule.full_path.is_empty() {
+            s.push_str(&format!("\nUser rule:\n{}\n", rule.content.trim()));
+        } else {
+            s.push_str(&format!("\nRule ({}):\n{}\n", rule.full_path, rule.content.trim()));
+        }
+    }
+    let fetched: Vec<String> = ctx
+        .rules
+        .iter()
+        .filter_map(|r| match kind(r) {
+            Some(cursor_rule_type::Type::AgentFetched(a)) => {
+                Some(format!("- {}: {}\n", r.full_path, a.description.trim()))
+            }
+            _ => None,
+        })
+        .collect();
+    if !fetched.is_empty() {
+        s.push_str("\nRules to read with read_file when their description applies to the task:\n");
+        fetched.iter().for_each(|l| s.push_str(l));
+    }
+    let skills: Vec<String> = ctx
+        .agent_skills
+        .iter()
+        .filter(|k| !k.disable_model_invocation && !k.full_path.is_empty())
+        .map(|k| format!("- {}: {}\n", k.full_path, k.description.trim()))
+        .collect();
+    if !skills.is_empty() {
+        s.push_str("\nSkills (read a skill's file with read_file before using it):\n");
+        skills.iter().for_each(|l| s.push_str(l));
+    }
+    for m in ctx.mcp_instructions.iter().filter(|m| !m.instructions.trim().is_empty()) {
+        let server = if m.server_name.is_empty() { &m.server_identifier } else { &m.server_name };
+        s.push_str(&format!("\nInstructions of the MCP server {server}:\n{}\n", m.instructions.trim()));
     }
     if let Some(custom) = custom.map(str::trim).filter(|c| !c.is_empty()) {
         s.push('\n');

@@ -225,14 +225,15 @@ pub fn encode(entries: &[Entry], meta: &Meta, catalog: Option<&Catalog>) -> Enco
                                 duration_ms: 0,
                             })
                         }
-                        Part::ToolUse { name, input, .. } => {
+                        Part::ToolUse { id, name, input } => {
                             if name == "read_file"
                                 && let Some(path) = input.get("path").and_then(Value::as_str)
                                 && !read_paths.iter().any(|p| p == path)
                             {
                                 read_paths.push(path.to_owned());
                             }
-                            let card = catalog.and_then(|c| c.skeleton(name)).unwrap_or_default();
+                            let mut card = catalog.and_then(|c| c.skeleton(name)).unwrap_or_default();
+                            card.tool_call_id = Some(id.clone());
                             conversation_step::Message::ToolCall(card)
                         }
                         _ => continue,

@@ -17,7 +17,20 @@ pub fn update(message: interaction_update::Message) -> agent::AgentServerMessage
 }
 
 pub fn text_delta(text: &str) -> agent::AgentServerMessage {
-    update(interaction_update::Message::TextDelta(agent::TextDeltaUpdate { text: text.to_owned() }))
+    update(interaction_update::Message::TextDelta(agent::TextDeltaUpdate {
+        text: text.to_owned(),
+        is_server_notice: false,
+    }))
+}
+
+/// A notice for the user from Keyhaven (not model output): a text delta marked
+/// `is_server_notice` (newer builds show it as a notice; older ones show the text inline, so it
+/// is a quoted paragraph of its own).
+pub fn notice(text: &str) -> agent::AgentServerMessage {
+    update(interaction_update::Message::TextDelta(agent::TextDeltaUpdate {
+        text: format!("> Keyhaven: {text}\n\n"),
+        is_server_notice: true,
+    }))
 }
 
 pub fn thinking_delta(text: &str) -> agent::AgentServerMessage {

@@ -356,6 +356,15 @@ impl Catalog {
         self.mcp.get(index)
     }
 
+    /// The catalog without the tools named `names` (e.g. web search the user turned off).
+    pub fn without(mut self, names: &[&str]) -> Catalog {
+        self.defs.retain(|d| !names.contains(&d.name.as_str()));
+        for n in names {
+            self.kinds.remove(*n);
+        }
+        self
+    }
+
     /// The card case of a tool with empty arguments (for `partial_tool_call`).
     pub fn skeleton(&self, name: &str) -> Option<agent::ToolCall> {
         let tool = match self.kind(name)? {
@@ -376,6 +385,6 @@ impl Catalog {
             ToolKind::SwitchMode => tool_call::Tool::SwitchModeToolCall(agent::SwitchModeToolCall::default()),
             ToolKind::Mcp(_) => tool_call::Tool::McpToolCall(agent::McpToolCall::default()),
         };
-        Some(agent::ToolCall { tool: Some(tool) })
+        Some(agent::ToolCall { tool: Some(tool), tool_call_id: None })
     }
 }

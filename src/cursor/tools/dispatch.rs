@@ -16,6 +16,7 @@ use futures::future::BoxFuture;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
+use crate::cursor::blobs::BlobReader;
 use crate::cursor::protocol::agent::{
     self, delete_result, edit_result, exec_client_message, exec_server_message, glob_tool_result, grep_result,
     grep_union_result, ls_result, mcp_content, mcp_result, mcp_tool_result, read_result, read_success,
@@ -62,6 +63,8 @@ pub struct CursorTools {
     pub fetcher: Option<Arc<dyn PageFetcher>>,
     /// The run's agent mode (changed by an approved `switch_mode`).
     pub mode: Arc<ModeCell>,
+    /// Reads blobs exec results name (a large read delivered as `output_blob_id`).
+    pub blobs: Option<BlobReader>,
 }
 
 /// One call being executed.
@@ -247,6 +250,12 @@ impl ToolHost for CursorTools {
     }
 }
 
+/// A card: the tool's case plus, for 3.x builds, the call id on the card itself
+/// (`ToolCall.tool_call_id`, the same id as the update's `call_id` and the exec's `exec_id`).
+pub(crate) fn card(id: &str, tool: tool_call::Tool) -> agent::ToolCall {
+    agent::ToolCall { tool: Some(tool), tool_call_id: Some(id.to_owned()) }
+}
+
 fn cap_part(p: Part) -> Part {
     match p {
         Part::Text { text, cache } => Part::Text { text: cap(text, MAX_RESULT_CHARS), cache },
@@ -260,11 +269,11 @@ impl CursorTools {
     }
 
     pub(crate) fn started(&self, c: Call<'_>, tool: tool_call::Tool) {
-        self.emit(&events::tool_call_started(c.id, agent::ToolCall { tool: Some(tool) }, c.mcid));
+        self.emit(&events::tool_call_started(c.id, card(c.id, tool), c.mcid));
     }
 
     pub(crate) fn completed(&self, c: Call<'_>, tool: tool_call::Tool) {
-        self.emit(&events::tool_call_completed(c.id, agent::ToolCall { tool: Some(tool) }, c.mcid));
+        self.emit(&events::tool_call_completed(c.id, card(c.id, tool), c.mcid));
     }
 
     /// A path as the client should see it: absolute paths unchanged, relative ones under the
@@ -316,10 +325,9 @@ impl CursorTools {
         let (result, out) = match exec.result().await {
             Ok(exec_client_message::Message::ReadResult(r)) => match r.result {
                 Some(read_result::Result::Success(s)) => {
-                    let content = match s.output {
-                        Some(read_success::Output::Content(t)) => t,
-                        Some(read_success::Output::Data(b)) => String::from_utf8_lossy(&b).into_owned(),
-                        None => String::new(),
+                    let content = match self.read_output(&s).await {
+                        Ok(t) => t,
+                        Err(e) => format!("[the editor delivered the file as a blob Keyhaven could not read: {e}]"),
                     };
                     let text = if content.is_empty() {
                         format!("{path} is empty.")
@@ -361,6 +369,19 @@ impl CursorTools {
         out
     }
 
+    /// A read's text: inline, or from the blob `output_blob_id` names (docs/cursor-wire.md §4.8).
+    async fn read_output(&self, s: &agent::ReadSuccess) -> Result<String, String> {
+        if let Some(id) = s.output_blob_id.as_deref().filter(|id| !id.is_empty()) {
+            let Some(reader) = &self.blobs else { return Err("no blob channel".to_owned()) };
+            return reader.read(id).await.map(|b| String::from_utf8_lossy(&b).into_owned()).map_err(|e| e.to_string());
+        }
+        Ok(match &s.output {
+            Some(read_success::Output::Content(t)) => t.clone(),
+            Some(read_success::Output::Data(b)) => String::from_utf8_lossy(b).into_owned(),
+            None => String::new(),
+        })
+    }
+
     /// The file's current text for an edit: `None` when it does not exist.
     async fn read_before(&self, c: Call<'_>, path: &str) -> Result<Option<String>, String> {
         let exec = self.exec.start(
@@ -377,11 +398,10 @@ impl CursorTools {
                 Some(read_result::Result::Success(s)) if s.truncated => {
                     Err(format!("{path} is too large to edit through the editor"))
                 }
-                Some(read_result::Result::Success(s)) => Ok(Some(match s.output {
-                    Some(read_success::Output::Content(t)) => t,
-                    Some(read_success::Output::Data(b)) => String::from_utf8_lossy(&b).into_owned(),
-                    None => String::new(),
-                })),
+                Some(read_result::Result::Success(s)) => match self.read_output(&s).await {
+                    Ok(t) => Ok(Some(t)),
+                    Err(e) => Err(format!("Reading {path} failed: {e}")),
+                },
                 Some(read_result::Result::FileNotFound(_)) => Ok(None),
                 other => Err(read_failure(path, other)),
             },
@@ -514,6 +534,7 @@ impl CursorTools {
                 error,
             })
         };
+        let mut backgrounded = false;
         let result = loop {
             match exec.next().await {
                 Ok(ExecEvent::Message(exec_client_message::Message::ShellStream(s))) => match s.event {
@@ -557,6 +578,19 @@ impl CursorTools {
                         exec.finish();
                         break shell_result::Result::PermissionDenied(p);
                     }
+                    // The command keeps running in the background: a running command, not a
+                    // failure; the exec is done from here (no abort).
+                    Some(shell_stream::Event::Backgrounded(_)) => {
+                        exec.finish();
+                        backgrounded = true;
+                        break shell_result::Result::Success(agent::ShellSuccess {
+                            command: a.command.clone(),
+                            working_directory: working_directory.clone(),
+                            stdout: stdout.clone(),
+                            stderr: stderr.clone(),
+                            ..Default::default()
+                        });
+                    }
                     Some(shell_stream::Event::Start(_)) | None => {}
                 },
                 // A client that answers a shell exec unstreamed.
@@ -584,8 +618,9 @@ impl CursorTools {
         };
         // An unfinished exec (timeout) is aborted on the client here.
         drop(exec);
-        let out = shell_text(&result, &stdout, &stderr);
-        self.completed(c, card(Some(agent::ShellResult { result: Some(result) })));
+        let out = if backgrounded { background_text(&stdout, &stderr) } else { shell_text(&result, &stdout, &stderr) };
+        let is_background = backgrounded.then_some(true);
+        self.completed(c, card(Some(agent::ShellResult { result: Some(result), is_background })));
         out
     }
 
@@ -801,6 +836,20 @@ fn push_capped(buf: &mut String, data: &str) {
     if buf.len() < MAX_SHELL_CHARS {
         buf.push_str(data);
     }
+}
+
+/// What the model learns about a command the editor moved to the background.
+fn background_text(stdout: &str, stderr: &str) -> ToolOutput {
+    let mut s = String::from(
+        "The command is still running in the background (the editor moved it there); it has not failed.\n",
+    );
+    if !stdout.is_empty() {
+        s.push_str(&format!("stdout so far:\n{stdout}\n"));
+    }
+    if !stderr.is_empty() {
+        s.push_str(&format!("stderr so far:\n{stderr}\n"));
+    }
+    ToolOutput::text(s)
 }
 
 fn shell_text(result: &shell_result::Result, stdout: &str, stderr: &str) -> ToolOutput {

@@ -1,13 +1,15 @@
 //! The diagnostics and fetch tools: both are client execs (`diagnostics_args`, `fetch_args`,
 //! docs/cursor-wire.md §4.8) shown as `read_lints_tool_call` and `fetch_tool_call` cards. Both
 //! only read, so they send the exec before `tool_call_started` like read, grep and ls. The
-//! read_lints card carrying the diagnostics exec messages is an assumption (the reference gives
-//! no shape for it).
+//! read_lints card has its own shapes (`ReadLintsToolArgs{paths}`, `ReadLintsToolSuccess{repeated
+//! FileDiagnostics}`, docs/cursor-wire.md §6.6): the exec result is converted, never reused, or
+//! the IDE fails to decode the whole server message.
 
+use prost::Message;
 use serde::Deserialize;
 
 use crate::cursor::protocol::agent::{
-    self, diagnostics_result, exec_client_message, exec_server_message, fetch_result, tool_call,
+    self, diagnostics_result, exec_client_message, exec_server_message, fetch_result, read_lints_tool_result, tool_call,
 };
 use crate::cursor::tools::dispatch::{Call, CursorTools};
 use crate::run::ToolOutput;
@@ -36,8 +38,10 @@ impl CursorTools {
     pub(crate) async fn diagnostics(&self, c: Call<'_>, a: DiagnosticsIn) -> ToolOutput {
         let path = self.resolve(&a.path);
         let args = agent::DiagnosticsArgs { path: path.clone(), tool_call_id: c.id.to_owned() };
-        let card =
-            |result| tool_call::Tool::ReadLintsToolCall(agent::ReadLintsToolCall { args: Some(args.clone()), result });
+        let card_args = agent::ReadLintsToolArgs { paths: vec![path.clone()] };
+        let card = |result| {
+            tool_call::Tool::ReadLintsToolCall(agent::ReadLintsToolCall { args: Some(card_args.clone()), result })
+        };
         let exec = self.exec.start(c.id, exec_server_message::Message::DiagnosticsArgs(args.clone()));
         self.started(c, card(None));
         let error = |msg: String| agent::DiagnosticsResult {
@@ -57,7 +61,11 @@ impl CursorTools {
                 for d in &s.diagnostics {
                     let source = if d.source.is_empty() { String::new() } else { format!(" [{}]", d.source) };
                     let stale = if d.is_stale { " (stale)" } else { "" };
-                    text.push_str(&format!("- {}{source}: {}{stale}\n", severity(d.severity), d.message));
+                    let at = range(&d.range)
+                        .and_then(|r| r.start)
+                        .map(|p| format!(" at {}:{}", p.line + 1, p.column + 1))
+                        .unwrap_or_default();
+                    text.push_str(&format!("- {}{source}{at}: {}{stale}\n", severity(d.severity), d.message));
                 }
                 ToolOutput::text(text)
             }
@@ -73,7 +81,7 @@ impl CursorTools {
             }
             None => ToolOutput::error(format!("Reading diagnostics of {path} failed: empty result")),
         };
-        self.completed(c, card(Some(r)));
+        self.completed(c, card(Some(lints_card_result(&path, &r, &out))));
         out
     }
 
@@ -102,4 +110,50 @@ impl CursorTools {
         self.completed(c, card(Some(r)));
         out
     }
+}
+
+/// The exec's `range` bytes as a `Range`, when they decode as one.
+fn range(bytes: &[u8]) -> Option<agent::Range> {
+    if bytes.is_empty() {
+        return None;
+    }
+    agent::Range::decode(bytes).ok()
+}
+
+/// The read_lints card's result, converted from the diagnostics exec result: a success becomes
+/// one `FileDiagnostics`; every failure becomes `error{error_message}` with the text the model got.
+pub(crate) fn lints_card_result(
+    path: &str,
+    r: &agent::DiagnosticsResult,
+    out: &ToolOutput,
+) -> agent::ReadLintsToolResult {
+    let result = match &r.result {
+        Some(diagnostics_result::Result::Success(s)) => {
+            let diagnostics: Vec<agent::DiagnosticItem> = s
+                .diagnostics
+                .iter()
+                .map(|d| agent::DiagnosticItem {
+                    severity: d.severity,
+                    range: range(&d.range),
+                    message: d.message.clone(),
+                    source: d.source.clone(),
+                    code: String::from_utf8_lossy(&d.code).into_owned(),
+                    is_stale: d.is_stale,
+                })
+                .collect();
+            let count = i32::try_from(diagnostics.len()).unwrap_or(i32::MAX);
+            let file_path = if s.path.is_empty() { path.to_owned() } else { s.path.clone() };
+            read_lints_tool_result::Result::Success(agent::ReadLintsToolSuccess {
+                file_diagnostics: vec![agent::FileDiagnostics {
+                    path: file_path,
+                    diagnostics,
+                    diagnostics_count: count,
+                }],
+                total_files: 1,
+                total_diagnostics: count,
+            })
+        }
+        _ => read_lints_tool_result::Result::Error(agent::ReadLintsToolError { error_message: out.joined_text() }),
+    };
+    agent::ReadLintsToolResult { result: Some(result) }
 }

@@ -166,19 +166,27 @@ fn option_id(j: usize) -> String {
     }
 }
 
-/// The answers as the model sees them: each question's prompt and the chosen labels.
+/// The answers as the model sees them: each question's prompt, the chosen labels and the text
+/// the user typed instead of (or besides) picking an option (`freeform_text`, quoted).
 pub(super) fn render_answers(args: &agent::AskQuestionArgs, s: &agent::AskQuestionSuccess) -> String {
     let mut text = String::from("The user answered:\n");
     for q in &args.questions {
-        let chosen = s.answers.iter().find(|a| a.question_id == q.id).map(|a| {
-            a.selected_option_ids
-                .iter()
-                .map(|id| q.options.iter().find(|o| &o.id == id).map_or(id.as_str(), |o| o.label.as_str()))
-                .collect::<Vec<_>>()
-        });
-        match chosen {
-            Some(labels) if !labels.is_empty() => text.push_str(&format!("- {} → {}\n", q.prompt, labels.join(", "))),
-            _ => text.push_str(&format!("- {} → (no answer)\n", q.prompt)),
+        let answer = s.answers.iter().find(|a| a.question_id == q.id);
+        let mut said: Vec<String> = answer
+            .map(|a| {
+                a.selected_option_ids
+                    .iter()
+                    .map(|id| q.options.iter().find(|o| &o.id == id).map_or(id.clone(), |o| o.label.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(free) = answer.and_then(|a| a.freeform_text.as_deref()).map(str::trim).filter(|t| !t.is_empty()) {
+            said.push(format!("\"{free}\" (typed by the user)"));
+        }
+        if said.is_empty() {
+            text.push_str(&format!("- {} → (no answer)\n", q.prompt));
+        } else {
+            text.push_str(&format!("- {} → {}\n", q.prompt, said.join(", ")));
         }
     }
     text

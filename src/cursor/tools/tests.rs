@@ -46,6 +46,7 @@ fn tools(search: Option<Arc<dyn SearchProvider>>) -> (CursorTools, Arc<QueryChan
         search,
         fetcher: None,
         mode: Arc::new(crate::cursor::tools::interact::ModeCell::new(AgentMode::Agent)),
+        blobs: None,
     };
     (t, queries)
 }
@@ -122,7 +123,11 @@ mod interact {
         assert_eq!(args.questions[0].options[1].id, "b");
         assert_eq!(args.questions[1].id, "style");
         let success = pb::AskQuestionSuccess {
-            answers: vec![pb::AskQuestionAnswer { question_id: "q1".into(), selected_option_ids: vec!["b".into()] }],
+            answers: vec![pb::AskQuestionAnswer {
+                question_id: "q1".into(),
+                selected_option_ids: vec!["b".into()],
+                freeform_text: None,
+            }],
         };
         let text = render_answers(&args, &success);
         assert!(text.contains("Which database? → Postgres"), "{text}");

@@ -1,4 +1,5 @@
-//! Transport: seqno ordering (out of order, duplicates, stale, gaps with a bound, overflow),
+//! Transport: seqno ordering (out of order, duplicates, stale, gaps with a bound, overflow, a
+//! run request at a seqno other than 0),
 //! the output hub's replay, terminal close and idle heartbeats, and the registry's bound.
 
 use std::sync::Arc;
@@ -27,6 +28,28 @@ async fn inbox_orders_out_of_order_appends_and_drops_duplicates() {
     inbox.close();
     assert_eq!(inbox.next().await, None);
     assert_eq!(inbox.push(3, b("after")), Push::Closed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_request_at_a_later_seqno_starts_at_once_and_orders_from_there() {
+    let inbox = Inbox::new(InboxOptions { max_pending: 8, gap_wait: Duration::from_secs(30) });
+    let is_start = |d: &[u8]| d.starts_with(b"run");
+    assert_eq!(inbox.push(6, b("heartbeat")), Push::Accepted);
+    assert_eq!(inbox.push(4, b("older")), Push::Accepted);
+    assert_eq!(inbox.push(5, b("run request")), Push::Accepted);
+    let started = tokio::time::Instant::now();
+    assert_eq!(inbox.first(&is_start).await, Some((5, b("run request"))));
+    assert_eq!(started.elapsed(), Duration::ZERO, "no wait for seqno 0");
+    assert_eq!(inbox.next().await, Some((6, b("heartbeat"))));
+    assert_eq!(inbox.push(0, b("zero")), Push::Stale, "seqnos before the run request are stale");
+    assert_eq!(inbox.push(4, b("older")), Push::Stale);
+
+    // Without a start ahead of the gap, seqno 0 is awaited as usual.
+    let inbox = Inbox::new(InboxOptions::default());
+    assert_eq!(inbox.push(1, b("heartbeat")), Push::Accepted);
+    assert_eq!(inbox.push(0, b("run request")), Push::Accepted);
+    assert_eq!(inbox.first(&is_start).await, Some((0, b("run request"))));
+    assert_eq!(inbox.next().await, Some((1, b("heartbeat"))));
 }
 
 #[tokio::test(start_paused = true)]

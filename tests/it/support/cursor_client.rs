@@ -314,6 +314,12 @@ pub struct Turn {
     pub model: String,
     /// Send `summarize_action` as the run's action instead of the user message.
     pub summarize: bool,
+    /// What the user attached (`UserMessage.selected_context`).
+    pub selected: Option<agent::SelectedContext>,
+    /// The request context's rules, skills, instructions and switches (`env` is filled in).
+    pub context: agent::RequestContext,
+    /// The message text moved into a blob (`text` is then sent empty).
+    pub text_blob_id: Option<Vec<u8>>,
 }
 
 impl Turn {
@@ -331,6 +337,9 @@ impl Turn {
             resume: false,
             model: "oa-model".into(),
             summarize: false,
+            selected: None,
+            context: agent::RequestContext::default(),
+            text_blob_id: None,
         }
     }
 
@@ -407,6 +416,7 @@ pub fn agreeable_user() -> User {
                     .map(|q| agent::AskQuestionAnswer {
                         question_id: q.id.clone(),
                         selected_option_ids: q.options.iter().take(1).map(|o| o.id.clone()).collect(),
+                        freeform_text: None,
                     })
                     .collect();
                 interaction_response::Result::AskQuestionInteractionResponse(agent::AskQuestionInteractionResponse {
@@ -580,8 +590,14 @@ impl CursorSim {
 
     /// Opens RunSSE, appends the run request (seqno 0) and starts answering execs per `policy`.
     pub async fn start_run(&self, turn: &Turn, policy: Policy) -> Run {
+        self.start_run_at(turn, 0, policy).await
+    }
+
+    /// As [`CursorSim::start_run`], with the run request at append seqno `first` (later appends
+    /// follow it).
+    pub async fn start_run_at(&self, turn: &Turn, first: u64, policy: Policy) -> Run {
         let resp = self.open_run_sse(&turn.request_id).await;
-        let seq = Arc::new(AtomicU64::new(0));
+        let seq = Arc::new(AtomicU64::new(first));
         let first = seq.fetch_add(1, Ordering::SeqCst);
         self.conn.append(&turn.request_id, first, &run_request(turn, &self.ws.root_str()).encode_to_vec()).await;
         self.read_run(&turn.request_id, resp, seq, policy)
@@ -693,7 +709,7 @@ pub fn run_request(turn: &Turn, workspace: &str) -> agent::AgentClientMessage {
             shell: "sh".into(),
             ..Default::default()
         }),
-        ..Default::default()
+        ..turn.context.clone()
     };
     let action = if turn.summarize {
         agent::conversation_action::Action::SummarizeAction(agent::SummarizeAction {})
@@ -702,9 +718,11 @@ pub fn run_request(turn: &Turn, workspace: &str) -> agent::AgentClientMessage {
     } else {
         agent::conversation_action::Action::UserMessageAction(agent::UserMessageAction {
             user_message: Some(agent::UserMessage {
-                text: turn.text.clone(),
+                text: if turn.text_blob_id.is_some() { String::new() } else { turn.text.clone() },
                 message_id: turn.message_id.clone(),
                 mode: turn.mode_value.unwrap_or(turn.mode as i32),
+                selected_context: turn.selected.clone(),
+                text_blob_id: turn.text_blob_id.clone(),
                 ..Default::default()
             }),
             request_context: Some(request_context),
@@ -762,6 +780,8 @@ async fn drive(
             }
             Envelope::Message(m) => {
                 assert!(seen.end.is_none(), "nothing follows the end-stream frame");
+                // Every frame against the independent description of Cursor's types.
+                crate::support::cursor_schema::assert_server_message(&m);
                 connect::decode_message::<agent::AgentServerMessage>(&m).expect("server message")
             }
         };
@@ -774,8 +794,9 @@ async fn drive(
             Some(agent_server_message::Message::ExecServerControlMessage(agent::ExecServerControlMessage {
                 message: Some(exec_server_control_message::Message::Abort(a)),
             })) => seen.aborts.push(a.id),
-            Some(agent_server_message::Message::ConversationCheckpointUpdate(_)) => {
+            Some(agent_server_message::Message::ConversationCheckpointUpdate(state)) => {
                 seen.kv_log.push(format!("checkpoint {}", seen.msgs.len() - 1));
+                check_checkpoint_blobs(&state, &blobs);
             }
             Some(agent_server_message::Message::KvServerMessage(k)) => {
                 // Answered in line, in order, like the IDE's KV handler.
@@ -837,6 +858,29 @@ async fn drive(
         let _ = t.await;
     }
     seen
+}
+
+/// Checks the blobs a checkpoint names (they were stored before it) against the independent
+/// description: turns, their user message and steps, and the serialized todos.
+fn check_checkpoint_blobs(state: &agent::ConversationStateStructure, blobs: &BlobStore) {
+    use crate::support::cursor_schema::assert_blob;
+    let store = blobs.lock().expect("blobs");
+    for todo in &state.todos {
+        assert_blob("TodoItem", todo);
+    }
+    for id in &state.turns {
+        let Some(data) = store.get(id) else { continue };
+        assert_blob("ConversationTurnStructure", data);
+        let turn = agent::ConversationTurnStructure::decode(data.as_slice()).expect("turn blob");
+        if let Some(agent::conversation_turn_structure::Turn::AgentConversationTurn(t)) = turn.turn {
+            if let Some(user) = store.get(&t.user_message) {
+                assert_blob("UserMessage", user);
+            }
+            for step in t.steps.iter().filter_map(|s| store.get(s)) {
+                assert_blob("ConversationStep", step);
+            }
+        }
+    }
 }
 
 /// Answers one exec per `act`: the replies, then `stream_close`.
@@ -1008,6 +1052,7 @@ impl Workspace {
                         total_lines: total,
                         file_size: i64::try_from(text.len()).expect("size"),
                         truncated: false,
+                        output_blob_id: None,
                     })
                 }
             },
@@ -1207,11 +1252,18 @@ impl Workspace {
                 Ok(text) => {
                     let diagnostics: Vec<agent::Diagnostic> = text
                         .lines()
-                        .filter(|l| l.contains("FIXME"))
-                        .map(|l| agent::Diagnostic {
+                        .enumerate()
+                        .filter(|(_, l)| l.contains("FIXME"))
+                        .map(|(i, l)| agent::Diagnostic {
                             severity: 2,
+                            range: agent::Range {
+                                start: Some(agent::Position { line: u32::try_from(i).expect("line"), column: 3 }),
+                                end: Some(agent::Position { line: u32::try_from(i).expect("line"), column: 8 }),
+                            }
+                            .encode_to_vec(),
                             message: format!("unresolved FIXME: {}", l.trim()),
                             source: "sim-lint".into(),
+                            code: b"FIX1".to_vec(),
                             ..Default::default()
                         })
                         .collect();

@@ -357,6 +357,9 @@ pub struct AskQuestionAnswer {
     pub question_id: ::prost::alloc::string::String,
     #[prost(string, repeated, tag = "2")]
     pub selected_option_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// The user's typed "other" answer (docs/cursor-wire.md §6.5).
+    #[prost(string, optional, tag = "3")]
+    pub freeform_text: ::core::option::Option<::prost::alloc::string::String>,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct AskQuestionError {
@@ -697,6 +700,9 @@ pub struct ShellArgs {
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct ShellResult {
+    /// Set when the command moved to the background and keeps running (3.x extractions).
+    #[prost(bool, optional, tag = "102")]
+    pub is_background: ::core::option::Option<bool>,
     #[prost(oneof = "shell_result::Result", tags = "1, 2, 3, 4, 5, 7")]
     pub result: ::core::option::Option<shell_result::Result>,
 }
@@ -788,7 +794,7 @@ pub struct ShellPermissionDenied {}
 /// One event of a streamed shell exec (`shell_stream_args`).
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct ShellStream {
-    #[prost(oneof = "shell_stream::Event", tags = "1, 2, 3, 4, 5, 6")]
+    #[prost(oneof = "shell_stream::Event", tags = "1, 2, 3, 4, 5, 6, 7")]
     pub event: ::core::option::Option<shell_stream::Event>,
 }
 /// Nested message and enum types in `ShellStream`.
@@ -807,8 +813,14 @@ pub mod shell_stream {
         Rejected(super::ShellRejected),
         #[prost(message, tag = "6")]
         PermissionDenied(super::ShellPermissionDenied),
+        /// The command keeps running in the background: not a failure (docs/cursor-wire.md §4.8).
+        #[prost(message, tag = "7")]
+        Backgrounded(super::ShellStreamBackgrounded),
     }
 }
+/// Its fields are not in the reference; any content is skipped.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ShellStreamBackgrounded {}
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct ShellStreamStdout {
     #[prost(string, tag = "1")]
@@ -1011,6 +1023,9 @@ pub struct ReadSuccess {
     pub file_size: i64,
     #[prost(bool, tag = "6")]
     pub truncated: bool,
+    /// A large read delivered as a blob: the content is read over KV (docs/cursor-wire.md §4.8).
+    #[prost(bytes = "vec", optional, tag = "7")]
+    pub output_blob_id: ::core::option::Option<::prost::alloc::vec::Vec<u8>>,
     #[prost(oneof = "read_success::Output", tags = "2, 5")]
     pub output: ::core::option::Option<read_success::Output>,
 }
@@ -1335,6 +1350,10 @@ pub struct JsonList {
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ToolCall {
+    /// 3.x builds: the call id on the card itself (docs/cursor-wire.md §8.11, number from the
+    /// public extractions).
+    #[prost(string, optional, tag = "57")]
+    pub tool_call_id: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(oneof = "tool_call::Tool", tags = "1, 3, 4, 5, 8, 12, 9, 13, 14, 15, 17, 18, 23, 24, 25, 37")]
     pub tool: ::core::option::Option<tool_call::Tool>,
 }
@@ -1785,7 +1804,7 @@ pub struct CancelAction {
 }
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct SummarizeAction {}
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct UserMessage {
     #[prost(string, tag = "1")]
     pub text: ::prost::alloc::string::String,
@@ -1799,12 +1818,274 @@ pub struct UserMessage {
     pub is_simulated_msg: ::core::option::Option<bool>,
     #[prost(string, optional, tag = "8")]
     pub rich_text: ::core::option::Option<::prost::alloc::string::String>,
+    /// Long text moved into a blob on the client (docs/cursor-wire.md §4.4); `text` is then empty.
+    #[prost(bytes = "vec", optional, tag = "18")]
+    pub text_blob_id: ::core::option::Option<::prost::alloc::vec::Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "19")]
+    pub rich_text_blob_id: ::core::option::Option<::prost::alloc::vec::Vec<u8>>,
 }
-/// What the user attached; read by a later part.
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+/// What the user attached to a message (docs/cursor-wire.md §6.1). The inner shapes follow the
+/// public extractions of the client's agent.v1 code (3.15-era build).
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct SelectedContext {
+    #[prost(message, repeated, tag = "1")]
+    pub selected_images: ::prost::alloc::vec::Vec<SelectedImage>,
     #[prost(string, repeated, tag = "3")]
     pub extra_context: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(message, repeated, tag = "4")]
+    pub files: ::prost::alloc::vec::Vec<SelectedFile>,
+    #[prost(message, repeated, tag = "5")]
+    pub code_selections: ::prost::alloc::vec::Vec<SelectedCodeSelection>,
+    #[prost(message, repeated, tag = "6")]
+    pub terminals: ::prost::alloc::vec::Vec<SelectedTerminal>,
+    #[prost(message, repeated, tag = "7")]
+    pub terminal_selections: ::prost::alloc::vec::Vec<SelectedTerminalSelection>,
+    #[prost(message, repeated, tag = "8")]
+    pub folders: ::prost::alloc::vec::Vec<SelectedFolder>,
+    #[prost(message, repeated, tag = "9")]
+    pub external_links: ::prost::alloc::vec::Vec<SelectedExternalLink>,
+    #[prost(message, repeated, tag = "10")]
+    pub cursor_rules: ::prost::alloc::vec::Vec<SelectedCursorRule>,
+    #[prost(message, optional, tag = "11")]
+    pub git_diff_from_branch_to_main: ::core::option::Option<SelectedGitDiff>,
+    #[prost(message, repeated, tag = "12")]
+    pub cursor_commands: ::prost::alloc::vec::Vec<SelectedCursorCommand>,
+    #[prost(message, repeated, tag = "13")]
+    pub documentations: ::prost::alloc::vec::Vec<SelectedDocumentation>,
+    #[prost(message, repeated, tag = "15")]
+    pub console_logs: ::prost::alloc::vec::Vec<SelectedConsoleLog>,
+    #[prost(message, repeated, tag = "16")]
+    pub extra_context_entries: ::prost::alloc::vec::Vec<ExtraContextEntry>,
+    #[prost(message, repeated, tag = "17")]
+    pub git_commits: ::prost::alloc::vec::Vec<SelectedGitCommit>,
+    #[prost(message, optional, tag = "18")]
+    pub git_diff: ::core::option::Option<SelectedGitDiff>,
+    #[prost(message, repeated, tag = "19")]
+    pub past_chats: ::prost::alloc::vec::Vec<SelectedPastChat>,
+    #[prost(message, repeated, tag = "22")]
+    pub selected_subagents: ::prost::alloc::vec::Vec<SelectedSubagent>,
+    #[prost(message, repeated, tag = "25")]
+    pub selected_documents: ::prost::alloc::vec::Vec<SelectedDocument>,
+    #[prost(message, repeated, tag = "26")]
+    pub selected_skills: ::prost::alloc::vec::Vec<AgentSkill>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SelectedImage {
+    #[prost(string, tag = "2")]
+    pub uuid: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(message, optional, tag = "4")]
+    pub dimension: ::core::option::Option<ImageDimension>,
+    #[prost(string, tag = "7")]
+    pub mime_type: ::prost::alloc::string::String,
+    #[prost(oneof = "selected_image::DataOrBlobId", tags = "1, 8, 9")]
+    pub data_or_blob_id: ::core::option::Option<selected_image::DataOrBlobId>,
+}
+/// Nested message and enum types in `SelectedImage`.
+pub mod selected_image {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum DataOrBlobId {
+        #[prost(bytes, tag = "1")]
+        BlobId(::prost::alloc::vec::Vec<u8>),
+        #[prost(bytes, tag = "8")]
+        Data(::prost::alloc::vec::Vec<u8>),
+        #[prost(message, tag = "9")]
+        BlobIdWithData(super::BlobIdWithData),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct BlobIdWithData {
+    #[prost(bytes = "vec", tag = "1")]
+    pub blob_id: ::prost::alloc::vec::Vec<u8>,
+    #[prost(bytes = "vec", tag = "2")]
+    pub data: ::prost::alloc::vec::Vec<u8>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ImageDimension {
+    #[prost(int32, tag = "1")]
+    pub width: i32,
+    #[prost(int32, tag = "2")]
+    pub height: i32,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SelectedFile {
+    #[prost(string, tag = "1")]
+    pub content: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "3")]
+    pub relative_path: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SelectedCodeSelection {
+    #[prost(string, tag = "1")]
+    pub content: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "3")]
+    pub relative_path: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(message, optional, tag = "4")]
+    pub range: ::core::option::Option<Range>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SelectedTerminal {
+    #[prost(string, tag = "1")]
+    pub content: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "2")]
+    pub title: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "3")]
+    pub path: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SelectedTerminalSelection {
+    #[prost(string, tag = "1")]
+    pub content: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "2")]
+    pub title: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "3")]
+    pub path: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(message, optional, tag = "4")]
+    pub range: ::core::option::Option<Range>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SelectedFolder {
+    #[prost(string, tag = "1")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "2")]
+    pub relative_path: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SelectedExternalLink {
+    #[prost(string, tag = "1")]
+    pub url: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub uuid: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "3")]
+    pub pdf_content: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(bool, optional, tag = "4")]
+    pub is_pdf: ::core::option::Option<bool>,
+    #[prost(string, optional, tag = "5")]
+    pub filename: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SelectedCursorRule {
+    #[prost(message, optional, tag = "1")]
+    pub rule: ::core::option::Option<CursorRule>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SelectedCursorCommand {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub content: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "4")]
+    pub full_path: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "5")]
+    pub display_name: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SelectedDocumentation {
+    #[prost(string, tag = "1")]
+    pub doc_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub name: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct SelectedConsoleLog {
+    #[prost(string, tag = "1")]
+    pub message: ::prost::alloc::string::String,
+    #[prost(double, tag = "2")]
+    pub timestamp: f64,
+    #[prost(string, tag = "3")]
+    pub level: ::prost::alloc::string::String,
+    #[prost(string, tag = "4")]
+    pub client_name: ::prost::alloc::string::String,
+    #[prost(string, tag = "5")]
+    pub session_id: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ExtraContextEntry {
+    #[prost(oneof = "extra_context_entry::DataOrBlobId", tags = "1, 2")]
+    pub data_or_blob_id: ::core::option::Option<extra_context_entry::DataOrBlobId>,
+}
+/// Nested message and enum types in `ExtraContextEntry`.
+pub mod extra_context_entry {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum DataOrBlobId {
+        #[prost(string, tag = "1")]
+        Data(::prost::alloc::string::String),
+        #[prost(bytes, tag = "2")]
+        BlobId(::prost::alloc::vec::Vec<u8>),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SelectedGitCommit {
+    #[prost(string, tag = "1")]
+    pub sha: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub message: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "3")]
+    pub description: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, tag = "4")]
+    pub diff: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SelectedGitDiff {
+    #[prost(string, tag = "1")]
+    pub content: ::prost::alloc::string::String,
+    #[prost(int32, tag = "2")]
+    pub full_content_length_char_count: i32,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SelectedPastChat {
+    #[prost(string, tag = "1")]
+    pub agent_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub name: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SelectedSubagent {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SelectedDocument {
+    #[prost(string, tag = "2")]
+    pub uuid: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub filename: ::prost::alloc::string::String,
+    #[prost(string, tag = "4")]
+    pub mime_type: ::prost::alloc::string::String,
+    #[prost(string, tag = "7")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(oneof = "selected_document::DataOrBlobId", tags = "1, 8, 9")]
+    pub data_or_blob_id: ::core::option::Option<selected_document::DataOrBlobId>,
+}
+/// Nested message and enum types in `SelectedDocument`.
+pub mod selected_document {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum DataOrBlobId {
+        #[prost(bytes, tag = "1")]
+        BlobId(::prost::alloc::vec::Vec<u8>),
+        #[prost(bytes, tag = "8")]
+        Data(::prost::alloc::vec::Vec<u8>),
+        #[prost(message, tag = "9")]
+        BlobIdWithData(super::BlobIdWithData),
+    }
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct AgentSkill {
+    #[prost(string, tag = "1")]
+    pub full_path: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub content: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub description: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "4")]
+    pub parse_error: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(bool, tag = "8")]
+    pub disable_model_invocation: bool,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct RequestContext {
@@ -1814,10 +2095,25 @@ pub struct RequestContext {
     pub env: ::core::option::Option<RequestContextEnv>,
     #[prost(message, repeated, tag = "7")]
     pub tools: ::prost::alloc::vec::Vec<McpToolDefinition>,
+    #[prost(message, repeated, tag = "14")]
+    pub mcp_instructions: ::prost::alloc::vec::Vec<McpInstructions>,
     #[prost(bool, optional, tag = "17")]
     pub web_search_enabled: ::core::option::Option<bool>,
     #[prost(bool, optional, tag = "24")]
     pub web_fetch_enabled: ::core::option::Option<bool>,
+    #[prost(message, repeated, tag = "29")]
+    pub agent_skills: ::prost::alloc::vec::Vec<AgentSkill>,
+    #[prost(message, repeated, tag = "37")]
+    pub non_file_rules: ::prost::alloc::vec::Vec<CursorRule>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct McpInstructions {
+    #[prost(string, tag = "1")]
+    pub server_name: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub instructions: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub server_identifier: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct CursorRule {
@@ -1825,7 +2121,43 @@ pub struct CursorRule {
     pub full_path: ::prost::alloc::string::String,
     #[prost(string, tag = "2")]
     pub content: ::prost::alloc::string::String,
+    /// When the rule applies (docs/cursor-wire.md §6.2); a message with a oneof, not an enum.
+    #[prost(message, optional, tag = "3")]
+    pub r#type: ::core::option::Option<CursorRuleType>,
 }
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CursorRuleType {
+    #[prost(oneof = "cursor_rule_type::Type", tags = "1, 2, 3, 4")]
+    pub r#type: ::core::option::Option<cursor_rule_type::Type>,
+}
+/// Nested message and enum types in `CursorRuleType`.
+pub mod cursor_rule_type {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Type {
+        #[prost(message, tag = "1")]
+        Global(super::CursorRuleTypeGlobal),
+        #[prost(message, tag = "2")]
+        FileGlobbed(super::CursorRuleTypeFileGlobs),
+        #[prost(message, tag = "3")]
+        AgentFetched(super::CursorRuleTypeAgentFetched),
+        #[prost(message, tag = "4")]
+        ManuallyAttached(super::CursorRuleTypeManuallyAttached),
+    }
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CursorRuleTypeGlobal {}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CursorRuleTypeFileGlobs {
+    #[prost(string, repeated, tag = "1")]
+    pub globs: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CursorRuleTypeAgentFetched {
+    #[prost(string, tag = "1")]
+    pub description: ::prost::alloc::string::String,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CursorRuleTypeManuallyAttached {}
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct RequestContextEnv {
     #[prost(string, tag = "1")]
@@ -1890,6 +2222,9 @@ pub mod interaction_update {
 pub struct TextDeltaUpdate {
     #[prost(string, tag = "1")]
     pub text: ::prost::alloc::string::String,
+    /// Newer builds show such text as a notice rather than model output (docs/cursor-wire.md §6.5).
+    #[prost(bool, tag = "2")]
+    pub is_server_notice: bool,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ToolCallStartedUpdate {
@@ -1995,7 +2330,7 @@ pub struct ThinkingCompletedUpdate {
     #[prost(int32, tag = "1")]
     pub thinking_duration_ms: i32,
 }
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct UserMessageAppendedUpdate {
     #[prost(message, optional, tag = "1")]
     pub user_message: ::core::option::Option<UserMessage>,
@@ -2260,7 +2595,8 @@ pub struct DiagnosticsSuccess {
     #[prost(int32, tag = "3")]
     pub total_diagnostics: i32,
 }
-/// `range` and `code` have unknown shapes; kept as bytes (any length-delimited value decodes).
+/// The exec side's diagnostic. `range` (a `Range`) and `code` (a string) are kept as bytes so an
+/// unexpected shape in some build cannot fail the whole exec result; the card converts them.
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct Diagnostic {
     #[prost(int32, tag = "1")]
@@ -2276,13 +2612,86 @@ pub struct Diagnostic {
     #[prost(bool, tag = "6")]
     pub is_stale: bool,
 }
-/// The read_lints card: assumed to carry the diagnostics exec messages, like ls and grep.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct Range {
+    #[prost(message, optional, tag = "1")]
+    pub start: ::core::option::Option<Position>,
+    #[prost(message, optional, tag = "2")]
+    pub end: ::core::option::Option<Position>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct Position {
+    #[prost(uint32, tag = "1")]
+    pub line: u32,
+    #[prost(uint32, tag = "2")]
+    pub column: u32,
+}
+/// The read_lints card (docs/cursor-wire.md §6.6): its own shapes, converted from the exec result.
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ReadLintsToolCall {
     #[prost(message, optional, tag = "1")]
-    pub args: ::core::option::Option<DiagnosticsArgs>,
+    pub args: ::core::option::Option<ReadLintsToolArgs>,
     #[prost(message, optional, tag = "2")]
-    pub result: ::core::option::Option<DiagnosticsResult>,
+    pub result: ::core::option::Option<ReadLintsToolResult>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ReadLintsToolArgs {
+    #[prost(string, repeated, tag = "1")]
+    pub paths: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ReadLintsToolResult {
+    #[prost(oneof = "read_lints_tool_result::Result", tags = "1, 2")]
+    pub result: ::core::option::Option<read_lints_tool_result::Result>,
+}
+/// Nested message and enum types in `ReadLintsToolResult`.
+pub mod read_lints_tool_result {
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
+    pub enum Result {
+        #[prost(message, tag = "1")]
+        Success(super::ReadLintsToolSuccess),
+        #[prost(message, tag = "2")]
+        Error(super::ReadLintsToolError),
+    }
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ReadLintsToolSuccess {
+    #[prost(message, repeated, tag = "1")]
+    pub file_diagnostics: ::prost::alloc::vec::Vec<FileDiagnostics>,
+    #[prost(int32, tag = "2")]
+    pub total_files: i32,
+    #[prost(int32, tag = "3")]
+    pub total_diagnostics: i32,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ReadLintsToolError {
+    #[prost(string, tag = "1")]
+    pub error_message: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct FileDiagnostics {
+    #[prost(string, tag = "1")]
+    pub path: ::prost::alloc::string::String,
+    #[prost(message, repeated, tag = "2")]
+    pub diagnostics: ::prost::alloc::vec::Vec<DiagnosticItem>,
+    #[prost(int32, tag = "3")]
+    pub diagnostics_count: i32,
+}
+/// Severity: ERROR 1, WARNING 2, INFORMATION 3, HINT 4.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct DiagnosticItem {
+    #[prost(int32, tag = "1")]
+    pub severity: i32,
+    #[prost(message, optional, tag = "2")]
+    pub range: ::core::option::Option<Range>,
+    #[prost(string, tag = "3")]
+    pub message: ::prost::alloc::string::String,
+    #[prost(string, tag = "4")]
+    pub source: ::prost::alloc::string::String,
+    #[prost(string, tag = "5")]
+    pub code: ::prost::alloc::string::String,
+    #[prost(bool, tag = "6")]
+    pub is_stale: bool,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct FetchArgs {
