@@ -479,22 +479,24 @@ async fn a_model_without_vision_is_told_an_image_was_attached_and_the_user_sees_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_request_at_seqno_five_starts_the_run() {
-    // Local mode: the run driver's inbox takes the run request at seqno 5. (Hybrid mode's router,
-    // `api::cursor::routes`, still decides a stream's route on its seq-0 append.)
-    let s = cursor_client::start_with("", "\n[proxy]\nmode = \"local\"\n").await;
-    s.mock.push(Reply::sse(&oa_text("from five")));
-    let run = s.start_run_at(&Turn::new("req-seq5", "conv-seq5", "hello"), 5, run_everything()).await;
-    let seen = run.finish().await;
-    assert_eq!(seen.end, Some(Default::default()));
-    assert!(
-        seen.updates().contains(&interaction_update::Message::TextDelta(agent::TextDeltaUpdate {
-            text: "from five".into(),
-            is_server_notice: false,
-        })),
-        "the run answered without waiting for seqno 0"
-    );
-    assert!(seen.turn_ended().is_some());
-    s.te.stop().await;
+    // Local mode (the run driver's inbox takes the run request at seqno 5) and hybrid mode, the
+    // default (`api::cursor::routes` decides the route on the run request whatever its seqno).
+    for mode in ["local", "hybrid"] {
+        let s = cursor_client::start_with("", &format!("\n[proxy]\nmode = \"{mode}\"\n")).await;
+        s.mock.push(Reply::sse(&oa_text("from five")));
+        let run = s.start_run_at(&Turn::new("req-seq5", "conv-seq5", "hello"), 5, run_everything()).await;
+        let seen = run.finish().await;
+        assert_eq!(seen.end, Some(Default::default()), "{mode}");
+        assert!(
+            seen.updates().contains(&interaction_update::Message::TextDelta(agent::TextDeltaUpdate {
+                text: "from five".into(),
+                is_server_notice: false,
+            })),
+            "{mode}: the run answered without waiting for seqno 0"
+        );
+        assert!(seen.turn_ended().is_some(), "{mode}");
+        s.te.stop().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

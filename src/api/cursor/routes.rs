@@ -188,7 +188,9 @@ impl Routes {
         if let Some(t) = backend.registry().get(id) {
             return AppendRoute::Local(t);
         }
-        if held.seqno != 0 {
+        // The run request decides the route, whatever its seqno (a reused request id may start
+        // at a seqno other than 0); anything else waits for it.
+        if held.seqno != 0 && !is_run_request(&held.data) {
             let Some(entry) = self.entry(&mut pending, id) else {
                 tracing::warn!(request_id = %id, "too many agent streams wait for their run request; append dropped");
                 return AppendRoute::Dropped;
@@ -267,4 +269,12 @@ impl Routes {
             }
         }
     }
+}
+
+/// The append carries the run's `run_request`.
+fn is_run_request(message: &[u8]) -> bool {
+    matches!(
+        connect::decode_message::<agent::AgentClientMessage>(message),
+        Ok(agent::AgentClientMessage { message: Some(agent_client_message::Message::RunRequest(_)) })
+    )
 }

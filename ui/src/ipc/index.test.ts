@@ -84,7 +84,7 @@ describe("HttpTransport", () => {
       session: "0b6f-sess",
     });
     expect(f.mock.calls[0]![0]).toBe("/api/calls?limit=50&offset=100&model=gpt&status=error&conversation=conv+1&session=0b6f-sess");
-    await createApi(new HttpTransport({ token: "t", fetch: f })).sessions({ days: 7, limit: 0 });
+    await createApi(new HttpTransport({ fetch: f })).sessions({ days: 7, limit: 0 });
     expect(f.mock.calls[1]![0]).toBe("/api/usage/sessions?days=7&limit=0");
     expect(queryString({ days: 1, groupBy: "model" })).toBe("?days=1&groupBy=model");
     expect(queryString({})).toBe("");
