@@ -27,7 +27,7 @@ async fn doctor_names_each_failure_and_what_to_do() {
 name = "gone"
 kind = "openai"
 base_url = "http://127.0.0.1:9/v1"
-key = "keyring:test-key"
+key = "keyring:gone-key"
 
 [[models]]
 name = "gone-model"
@@ -38,10 +38,14 @@ upstream = "x"
 name = "lonely"
 kind = "openai"
 base_url = "http://127.0.0.1:9/v1"
-key = "keyring:test-key"
+key = "keyring:gone-key"
 "#;
     let config = format!("{}{extra_tables}", config_text(&mock.url(), ""));
-    let engine = TestEngine::start_in(tempfile::tempdir().expect("tempdir"), &config).await;
+    // A key goes only to the origin it was stored for: the unreachable provider has its own.
+    let keyring = std::sync::Arc::new(keyhaven::secrets::MemoryKeyring::default());
+    keyhaven::secrets::Keyring::set(keyring.as_ref(), "gone-key", &secrecy::SecretString::from("sk-gone-0123"))
+        .expect("key");
+    let engine = TestEngine::start_with_keyring(tempfile::tempdir().expect("tempdir"), &config, keyring).await;
 
     let (status, body) = engine.control(reqwest::Method::GET, "/api/doctor", None).await;
     assert_eq!(status, 200, "{body}");

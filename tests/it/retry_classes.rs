@@ -28,7 +28,7 @@ fn group_config(first: &str, second: &str) -> String {
 name = "pb"
 kind = "openai"
 base_url = "{second}/b/v1"
-key = "keyring:test-key"
+key = "keyring:test-key-b"
 
 [[models]]
 name = "m-b"
@@ -44,7 +44,11 @@ models = ["oa-model", "m-b"]
 }
 
 async fn start_engine(first: &str, second: &str) -> TestEngine {
-    TestEngine::start_in(tempfile::tempdir().expect("dir"), &group_config(first, second)).await
+    // A key is bound to the one origin it is first used with: the second server has its own.
+    let keyring = std::sync::Arc::new(keyhaven::secrets::MemoryKeyring::default());
+    keyhaven::secrets::Keyring::set(keyring.as_ref(), "test-key-b", &secrecy::SecretString::from(crate::support::CANARY_KEY))
+        .expect("key");
+    TestEngine::start_with_keyring(tempfile::tempdir().expect("dir"), &group_config(first, second), keyring).await
 }
 
 /// What a raw upstream does once it has read a whole request (head and body).
