@@ -7,8 +7,8 @@
 //! break old builds.
 
 pub mod anthropic;
-pub mod fuzz;
 pub mod error;
+pub mod fuzz;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod sse;

@@ -14,11 +14,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{RetryConfig, RoutingConfig, TimeoutConfig};
 use crate::model::{self, Accumulator, CallFinish, CallStart, CallStatus, StreamEvent};
-use crate::provider::memory::ReasoningMemory;
 use crate::provider::emulation::{self, Emulator, Finish};
 use crate::provider::error::ProviderError;
 use crate::provider::health::{HealthBook, ProviderHealth};
 use crate::provider::lingma;
+use crate::provider::memory::ReasoningMemory;
 use crate::provider::retry::backoff;
 use crate::provider::upstream::{self, EventStream};
 use crate::provider::{CallSink, Catalog, Route};
@@ -544,10 +544,8 @@ impl CallGuard {
         if let (CallStatus::Ok, Some(answer), Some(route)) = (status, &answer, &self.route) {
             self.memory.remember(&route.provider.name, &answer.content);
         }
-        let response_body = answer
-            .filter(|_| capture)
-            .and_then(|r| serde_json::to_string(&r).ok())
-            .map(|t| self.cap(&t));
+        let response_body =
+            answer.filter(|_| capture).and_then(|r| serde_json::to_string(&r).ok()).map(|t| self.cap(&t));
         CallFinish {
             id: self.id.clone(),
             finished_ms: crate::clock::now_ms(),

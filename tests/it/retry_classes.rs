@@ -46,8 +46,12 @@ models = ["oa-model", "m-b"]
 async fn start_engine(first: &str, second: &str) -> TestEngine {
     // A key is bound to the one origin it is first used with: the second server has its own.
     let keyring = std::sync::Arc::new(keyhaven::secrets::MemoryKeyring::default());
-    keyhaven::secrets::Keyring::set(keyring.as_ref(), "test-key-b", &secrecy::SecretString::from(crate::support::CANARY_KEY))
-        .expect("key");
+    keyhaven::secrets::Keyring::set(
+        keyring.as_ref(),
+        "test-key-b",
+        &secrecy::SecretString::from(crate::support::CANARY_KEY),
+    )
+    .expect("key");
     TestEngine::start_with_keyring(tempfile::tempdir().expect("dir"), &group_config(first, second), keyring).await
 }
 

@@ -6,13 +6,13 @@ use serde_json::{Map, Value};
 use crate::dialect::DecodeError;
 use crate::dialect::anthropic::types::{
     ImageBlock, MAPPED_KEYS, RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock,
-    WireCacheControl, WireRequest, WireResponse, WireRole, WireThinking, WireTool,
-    WireToolChoice, WireToolChoiceKind, describe, field_error, from_value,
+    WireCacheControl, WireRequest, WireResponse, WireRole, WireThinking, WireTool, WireToolChoice, WireToolChoiceKind,
+    describe, field_error, from_value,
 };
 use crate::dialect::from_json;
 use crate::model::{
-    CacheControl, Effort, ImageSource, Message, Part, Passthrough, Request, Response, Role,
-    SamplingParams, StopReason, ThinkingConfig, ToolChoice, ToolDef, WireDialect,
+    CacheControl, Effort, ImageSource, Message, Part, Passthrough, Request, Response, Role, SamplingParams, StopReason,
+    ThinkingConfig, ToolChoice, ToolDef, WireDialect,
 };
 
 /// Where a content block appears; decides which block types are allowed and what happens to

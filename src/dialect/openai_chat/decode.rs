@@ -9,8 +9,8 @@ use crate::dialect::openai_chat::types::{ChatCompletion, ChatRequest, Content, I
 use crate::dialect::{DecodeError, from_json};
 use crate::model::reasoning::Envelope;
 use crate::model::{
-    self, Effort, ImageSource, Message, Part, Passthrough, Role, SamplingParams, StopReason,
-    ThinkingConfig, ToolChoice, ToolDef, WireDialect,
+    self, Effort, ImageSource, Message, Part, Passthrough, Role, SamplingParams, StopReason, ThinkingConfig,
+    ToolChoice, ToolDef, WireDialect,
 };
 
 /// The top-level keys [`ChatRequest`] maps; every other key is kept verbatim in the request's

@@ -9,8 +9,8 @@ use crate::dialect::openai_responses::{REDACTED_PREFIX, RequestOptions};
 use crate::dialect::{DecodeError, from_json};
 use crate::model::reasoning::{Envelope, is_envelope};
 use crate::model::{
-    self, Effort, ImageSource, Message, Part, Passthrough, Role, SamplingParams, StopReason,
-    ThinkingConfig, ToolChoice, ToolDef, WireDialect,
+    self, Effort, ImageSource, Message, Part, Passthrough, Role, SamplingParams, StopReason, ThinkingConfig,
+    ToolChoice, ToolDef, WireDialect,
 };
 
 /// The top-level keys [`ResponsesRequest`] maps; every other key is kept verbatim in the

@@ -5,9 +5,7 @@ use serde_json::{Map, Value, json};
 
 use crate::dialect::DecodeError;
 use crate::dialect::openai_responses::REDACTED_PREFIX;
-use crate::dialect::openai_responses::decode::{
-    canonical_encrypted, output_parts, stop_reason,
-};
+use crate::dialect::openai_responses::decode::{canonical_encrypted, output_parts, stop_reason};
 use crate::dialect::openai_responses::encode::{
     ResponseHead, client_encrypted, created_secs, error_code, function_call_item, item_id, message_item,
     output_text_part, reasoning_item, response_object, status_of,
