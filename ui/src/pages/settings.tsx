@@ -1,4 +1,4 @@
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { api, inApp, type AppStatus, type Settings, type SettingsApplied } from "../ipc";
 import { ErrorNotice, Field, View, useAction, useLoad } from "../ui";
 import { DoctorSection } from "./doctor";
@@ -38,7 +38,13 @@ function validate(f: Form): Partial<Record<keyof Form, string>> {
 function SettingsForm({ s, onSaved }: { s: Settings; onSaved: () => void }) {
   const [form, setForm] = useState(toForm(s));
   const [applied, setApplied] = useState<SettingsApplied>();
-  useEffect(() => setForm(toForm(s)), [s]);
+  // Only a later `s` replaces the form (see web.tsx: a mount effect could undo a first edit).
+  const shown = useRef(s);
+  useEffect(() => {
+    if (shown.current === s) return;
+    shown.current = s;
+    setForm(toForm(s));
+  }, [s]);
   const act = useAction();
   const errors = validate(form);
   const text = (k: "listen" | "proxyListen" | "bodyCaptureLimit" | "retentionDays", label: string, hint: string) => (

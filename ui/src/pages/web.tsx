@@ -1,7 +1,7 @@
 // Settings → Web tools: who answers the agent's web_search (none, Brave Search, SearXNG), who
 // fetches pages for fetch_url (Keyhaven after approval, or the editor), the Brave key
 // (write-only, like provider keys) and a test search against the settings in the file.
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { api, type WebFetchMode, type WebSearchKind, type WebSettings, type WebSettingsInput, type WebTestResult } from "../ipc";
 import { ConfirmButton, ErrorNotice, Field, useAction } from "../ui";
 
@@ -110,7 +110,12 @@ export function WebToolsSection({ initial }: { initial: WebSettings }) {
   const [w, setW] = useState(initial);
   const [form, setForm] = useState(toWebForm(initial));
   const [saved, setSaved] = useState(false);
+  // Only a later `initial` replaces the form: an effect on mount would run after the first paint
+  // and could undo a choice the user already made.
+  const shown = useRef(initial);
   useEffect(() => {
+    if (shown.current === initial) return;
+    shown.current = initial;
     setW(initial);
     setForm(toWebForm(initial));
   }, [initial]);
