@@ -42,6 +42,16 @@ impl Passthrough {
         Passthrough { dialect, body, fields: Map::new(), tools: Vec::new(), betas: Vec::new() }
     }
 
+    /// The top-level keys of `raw` (a JSON object) that are not in `mapped`, verbatim.
+    pub fn unmapped(raw: &Value, mapped: &[&str]) -> Map<String, Value> {
+        match raw {
+            Value::Object(obj) => {
+                obj.iter().filter(|(k, _)| !mapped.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect()
+            }
+            _ => Map::new(),
+        }
+    }
+
     /// The tagged passthrough of `req` when it came in `dialect`.
     pub fn of(req: &crate::model::Request, dialect: WireDialect) -> Option<&Passthrough> {
         req.passthrough.as_deref().filter(|p| p.dialect == dialect)

@@ -91,13 +91,7 @@ fn decode_wire(wire: WireRequest, raw: Value) -> Result<Request, DecodeError> {
     }
 
     let mut passthrough = Passthrough::new(WireDialect::Anthropic, raw);
-    if let Value::Object(obj) = &passthrough.body {
-        passthrough.fields = obj
-            .iter()
-            .filter(|(k, _)| !MAPPED_KEYS.contains(&k.as_str()))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-    }
+    passthrough.fields = Passthrough::unmapped(&passthrough.body, &MAPPED_KEYS);
     let mut tools = Vec::new();
     for (i, tool) in wire.tools.iter().flatten().enumerate() {
         match decode_tool(tool, i)? {

@@ -42,13 +42,7 @@ pub(crate) fn decode_request(body: &[u8]) -> Result<(model::Request, StreamOptio
     let req: ChatRequest = from_json_strict(body)?;
     let raw: Value = from_json(body)?;
     let mut passthrough = Passthrough::new(WireDialect::OpenaiChat, Value::Null);
-    if let Value::Object(obj) = &raw {
-        passthrough.fields = obj
-            .iter()
-            .filter(|(k, _)| !MAPPED_KEYS.contains(&k.as_str()))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-    }
+    passthrough.fields = Passthrough::unmapped(&raw, &MAPPED_KEYS);
     let raw_tools = raw.get("tools").and_then(Value::as_array);
 
     if req.model.trim().is_empty() {

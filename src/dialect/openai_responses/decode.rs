@@ -44,13 +44,7 @@ pub(crate) fn decode_request(body: &[u8]) -> Result<(model::Request, RequestOpti
     let req: ResponsesRequest = from_json(body)?;
     let raw: Value = from_json(body)?;
     let mut passthrough = Passthrough::new(WireDialect::OpenaiResponses, Value::Null);
-    if let Value::Object(obj) = &raw {
-        passthrough.fields = obj
-            .iter()
-            .filter(|(k, _)| !MAPPED_KEYS.contains(&k.as_str()))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-    }
+    passthrough.fields = Passthrough::unmapped(&raw, &MAPPED_KEYS);
     if let Some(tools) = raw.get("tools").and_then(Value::as_array) {
         passthrough.tools = tools
             .iter()
