@@ -96,6 +96,16 @@ impl CallSink for StoreSink {
             }
         })
     }
+
+    fn reasoning(&self, record: crate::model::ReasoningRecord) -> Ack {
+        let expire_before_ms = record.created_ms - crate::provider::reasoning_ttl_ms();
+        let ack = self.0.conversation(crate::store::ConversationOp::Reasoning { record, expire_before_ms });
+        Box::pin(async move {
+            if let Err(e) = ack.await {
+                tracing::warn!(error = %e, "reasoning memory not written");
+            }
+        })
+    }
 }
 
 /// A cheap handle to the running engine.
@@ -203,6 +213,19 @@ impl Engine {
                 body_capture_limit: server.body_capture_limit,
             },
         ));
+        if server.record_calls {
+            // The gateway's reasoning memory survives a restart (provider::memory).
+            let since = crate::clock::now_ms() - crate::provider::reasoning_ttl_ms();
+            match store.reasoning_since(since).await {
+                Ok(records) => {
+                    let n = gateway.load_reasoning(&records);
+                    if n > 0 {
+                        tracing::debug!(tool_calls = n, "reasoning memory loaded");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "reasoning memory not loaded"),
+            }
+        }
         let addr = config.listen_addr();
         if !addr.ip().is_loopback() {
             // Only with allow_remote and required client tokens (checked above).

@@ -95,3 +95,14 @@ pub struct CallFinish {
     pub provider: Option<String>,
     pub upstream_model: Option<String>,
 }
+
+/// The reasoning that came before some tool calls of one provider's answer (the gateway's
+/// `provider::memory`, persisted so a restart does not forget it). `parts` is the canonical
+/// reasoning parts as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReasoningRecord {
+    pub tool_call_ids: Vec<String>,
+    pub provider: String,
+    pub parts: String,
+    pub created_ms: i64,
+}

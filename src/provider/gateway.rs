@@ -163,6 +163,12 @@ impl Gateway {
     }
 
     /// Every configured provider's health (cooldowns of the routing), sorted by name.
+    /// Loads the reasoning memory persisted by an earlier process (see `provider::memory`).
+    /// Returns how many tool calls were loaded.
+    pub fn load_reasoning(&self, records: &[model::ReasoningRecord]) -> usize {
+        self.memory.load(records, crate::clock::now_ms())
+    }
+
     pub fn provider_health(&self) -> Vec<ProviderHealth> {
         self.health.snapshot(&self.catalog().provider_names(), Instant::now())
     }
@@ -190,7 +196,7 @@ impl Gateway {
         let candidates = catalog.candidates(&req.model);
         let route = candidates.first().cloned();
         if let Some(r) = &route {
-            let restored = self.memory.restore(&r.provider.name, &mut req);
+            let restored = self.memory.restore(&r.provider.name, &mut req, crate::clock::now_ms());
             if restored > 0 {
                 tracing::debug!(call = %ctx.id, restored, "reasoning put back from the gateway's memory");
             }
@@ -541,8 +547,10 @@ impl CallGuard {
         };
         let capture = self.capture && (status != CallStatus::Error || self.ttft.is_some());
         let answer = (capture || status == CallStatus::Ok).then(|| acc.finish(0));
-        if let (CallStatus::Ok, Some(answer), Some(route)) = (status, &answer, &self.route) {
-            self.memory.remember(&route.provider.name, &answer.content);
+        if let (CallStatus::Ok, Some(answer), Some(route)) = (status, &answer, &self.route)
+            && let Some(record) = self.memory.remember(&route.provider.name, &answer.content, crate::clock::now_ms())
+        {
+            drop(self.sink.reasoning(record));
         }
         let response_body =
             answer.filter(|_| capture).and_then(|r| serde_json::to_string(&r).ok()).map(|t| self.cap(&t));

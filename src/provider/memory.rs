@@ -12,14 +12,15 @@
 //! the start of that message, exactly as the upstream issued them (the encoders then restore each family's own
 //! form from the envelope).
 //!
-//! Bounded ([`CAPACITY`] tool calls, oldest dropped first) and expiring ([`TTL`]); in memory only,
-//! so a restart forgets it (the client's own copy, where it has one, still works).
+//! Bounded ([`CAPACITY`] tool calls, oldest dropped first) and expiring ([`TTL`]). Each remembered
+//! answer also goes to the call sink (`CallSink::reasoning`; `app` writes it to the store), and
+//! the engine loads what is younger than [`TTL`] at start, so a restart does not forget it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::model::{Message, Part, Request, Role};
+use crate::model::{Message, Part, ReasoningRecord, Request, Role};
 
 /// The most tool calls remembered.
 pub const CAPACITY: usize = 4096;
@@ -30,7 +31,7 @@ pub const TTL: Duration = Duration::from_secs(6 * 3600);
 struct Entry {
     provider: String,
     parts: Vec<Part>,
-    at: Instant,
+    at_ms: i64,
 }
 
 #[derive(Debug, Default)]
@@ -49,10 +50,10 @@ fn is_reasoning(p: &Part) -> bool {
 }
 
 impl ReasoningMemory {
-    /// Remembers the reasoning of a finished answer of `provider` under each of its tool calls.
-    /// Only reasoning that can be replayed is kept (thinking with a signature or envelope, or
-    /// redacted thinking).
-    pub fn remember(&self, provider: &str, content: &[Part]) {
+    /// Remembers the reasoning of a finished answer of `provider` under each of its tool calls,
+    /// and returns the record to persist. Only reasoning that can be replayed is kept (thinking
+    /// with a signature or envelope, or redacted thinking).
+    pub fn remember(&self, provider: &str, content: &[Part], now_ms: i64) -> Option<ReasoningRecord> {
         let reasoning: Vec<Part> = content
             .iter()
             .filter(|p| match p {
@@ -63,7 +64,7 @@ impl ReasoningMemory {
             .cloned()
             .collect();
         if reasoning.is_empty() {
-            return;
+            return None;
         }
         let ids: Vec<String> = content
             .iter()
@@ -73,14 +74,31 @@ impl ReasoningMemory {
             })
             .collect();
         if ids.is_empty() {
-            return;
+            return None;
         }
+        let parts = serde_json::to_string(&reasoning).ok()?;
+        self.insert(&ids, provider, &reasoning, now_ms);
+        Some(ReasoningRecord { tool_call_ids: ids, provider: provider.to_owned(), parts, created_ms: now_ms })
+    }
+
+    /// Loads persisted records (oldest first), skipping what expired or does not parse.
+    pub fn load(&self, records: &[ReasoningRecord], now_ms: i64) -> usize {
+        let mut n = 0;
+        for r in records.iter().filter(|r| now_ms - r.created_ms <= ttl_ms()) {
+            if let Ok(parts) = serde_json::from_str::<Vec<Part>>(&r.parts) {
+                self.insert(&r.tool_call_ids, &r.provider, &parts, r.created_ms);
+                n += r.tool_call_ids.len();
+            }
+        }
+        n
+    }
+
+    fn insert(&self, ids: &[String], provider: &str, parts: &[Part], at_ms: i64) {
         let Ok(mut inner) = self.inner.lock() else { return };
-        let now = Instant::now();
         for id in ids {
-            let entry = Entry { provider: provider.to_owned(), parts: reasoning.clone(), at: now };
+            let entry = Entry { provider: provider.to_owned(), parts: parts.to_vec(), at_ms };
             if inner.by_call.insert(id.clone(), entry).is_none() {
-                inner.order.push_back(id);
+                inner.order.push_back(id.clone());
             }
         }
         while inner.order.len() > CAPACITY {
@@ -93,11 +111,10 @@ impl ReasoningMemory {
     /// Puts remembered reasoning back in front of the tool calls of every assistant message of
     /// `req` that has tool calls but no reasoning, when it was remembered for `provider`. Returns
     /// how many messages were restored.
-    pub fn restore(&self, provider: &str, req: &mut Request) -> usize {
+    pub fn restore(&self, provider: &str, req: &mut Request, now_ms: i64) -> usize {
         let Ok(mut inner) = self.inner.lock() else { return 0 };
-        let now = Instant::now();
         while let Some(front) = inner.order.front() {
-            let expired = inner.by_call.get(front).is_none_or(|e| now.duration_since(e.at) > TTL);
+            let expired = inner.by_call.get(front).is_none_or(|e| now_ms - e.at_ms > ttl_ms());
             if !expired {
                 break;
             }
@@ -134,6 +151,11 @@ impl ReasoningMemory {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// [`TTL`] in milliseconds.
+pub fn ttl_ms() -> i64 {
+    i64::try_from(TTL.as_millis()).unwrap_or(i64::MAX)
 }
 
 fn tool_ids(msg: &Message) -> impl Iterator<Item = &str> {

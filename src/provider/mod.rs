@@ -22,5 +22,6 @@ pub use catalog::{Catalog, ModelEntry, ProviderEntry, Route, model_id};
 pub use error::ProviderError;
 pub use gateway::{CallContext, CallFailure, CallStream, CountRequest, Gateway, GatewayOptions, Timings, TokenCount};
 pub use health::ProviderHealth;
+pub use memory::ttl_ms as reasoning_ttl_ms;
 pub use recorder::{Ack, CallSink, NullSink};
 pub use retry::parse_retry_after;

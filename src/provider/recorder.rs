@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::model::{CallFinish, CallStart};
+use crate::model::{CallFinish, CallStart, ReasoningRecord};
 
 /// Resolves once the record is committed (or failed; failures are logged by the sink).
 pub type Ack = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -12,6 +12,11 @@ pub type Ack = Pin<Box<dyn Future<Output = ()> + Send>>;
 pub trait CallSink: Send + Sync {
     fn start(&self, start: CallStart) -> Ack;
     fn finish(&self, finish: CallFinish) -> Ack;
+    /// The reasoning before some tool calls, for the gateway's memory to survive a restart.
+    /// Records nothing by default.
+    fn reasoning(&self, _record: ReasoningRecord) -> Ack {
+        Box::pin(async {})
+    }
 }
 
 /// Records nothing (benchmarks of the bare relay, tests).

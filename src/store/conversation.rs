@@ -76,6 +76,12 @@ pub enum ConversationOp {
         removed: Vec<Vec<u8>>,
         acked_ms: i64,
     },
+    /// The reasoning before some tool calls (the gateway's memory); rows older than
+    /// `expire_before_ms` go.
+    Reasoning {
+        record: crate::model::ReasoningRecord,
+        expire_before_ms: i64,
+    },
 }
 
 impl ConversationOp {
@@ -89,6 +95,7 @@ impl ConversationOp {
             ConversationOp::Checkpoint { .. } => "checkpoint",
             ConversationOp::AddPending { .. } => "add_pending",
             ConversationOp::AckedBlobs { .. } => "acked_blobs",
+            ConversationOp::Reasoning { .. } => "reasoning",
         }
     }
 }
@@ -327,7 +334,46 @@ pub(crate) fn apply(conn: &Connection, op: &ConversationOp, epoch: i64) -> rusql
         ConversationOp::AckedBlobs { conversation_id, added, removed, acked_ms } => {
             acked_blobs(conn, conversation_id, added, removed, *acked_ms)
         }
+        ConversationOp::Reasoning { record, expire_before_ms } => remember_reasoning(conn, record, *expire_before_ms),
     }
+}
+
+fn remember_reasoning(
+    conn: &Connection,
+    r: &crate::model::ReasoningRecord,
+    expire_before_ms: i64,
+) -> rusqlite::Result<u64> {
+    conn.prepare_cached("DELETE FROM reasoning_memory WHERE created_ms < ?1")?.execute([expire_before_ms])?;
+    let mut n = 0;
+    for id in &r.tool_call_ids {
+        n += conn
+            .prepare_cached(
+                "INSERT INTO reasoning_memory (tool_call_id, provider, parts, created_ms) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (tool_call_id, provider) DO UPDATE SET parts = excluded.parts, created_ms = excluded.created_ms",
+            )?
+            .execute(rusqlite::params![id, r.provider, r.parts, r.created_ms])?;
+    }
+    Ok(changed(n))
+}
+
+/// The remembered reasoning since `since_ms`, oldest first, one record per tool call.
+pub(crate) fn reasoning_since(
+    conn: &Connection,
+    since_ms: i64,
+) -> rusqlite::Result<Vec<crate::model::ReasoningRecord>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT tool_call_id, provider, parts, created_ms FROM reasoning_memory WHERE created_ms >= ?1 \
+         ORDER BY created_ms, tool_call_id",
+    )?;
+    let rows = stmt.query_map([since_ms], |row| {
+        Ok(crate::model::ReasoningRecord {
+            tool_call_ids: vec![row.get(0)?],
+            provider: row.get(1)?,
+            parts: row.get(2)?,
+            created_ms: row.get(3)?,
+        })
+    })?;
+    rows.collect()
 }
 
 /// Marks `running` runs of earlier processes `interrupted` (start-up).

@@ -337,6 +337,11 @@ impl Store {
         self.submit(|r| Command::Conversation(Box::new(op), r))
     }
 
+    /// The gateway's remembered reasoning since `since_ms`, oldest first (loaded at start).
+    pub async fn reasoning_since(&self, since_ms: i64) -> Result<Vec<crate::model::ReasoningRecord>, StoreError> {
+        self.read(move |c| Ok(conversation::reasoning_since(c, since_ms)?)).await
+    }
+
     /// A conversation's messages in order.
     pub async fn conversation_messages(&self, conversation_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
         let id = conversation_id.to_owned();

@@ -13,7 +13,8 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0004_create_agent_transcripts.sql"),
     include_str!("migrations/0005_add_call_conversation.sql"),
     include_str!("migrations/0006_create_pending_and_acked_blobs.sql"),
-    include_str!("migrations/0008_add_call_session.sql"),
+    include_str!("migrations/0007_add_call_session.sql"),
+    include_str!("migrations/0008_create_reasoning_memory.sql"),
 ];
 
 /// The newest schema version this build knows.

@@ -102,6 +102,7 @@ async fn migrations_apply_on_a_fresh_file() {
             "latency_daily",
             "messages",
             "pending_messages",
+            "reasoning_memory",
             "runs",
             "tool_rounds",
             "usage_daily"

@@ -30,6 +30,7 @@ mod local_endpoints;
 mod passthrough;
 mod prefix_stability;
 mod proxy;
+mod reasoning_memory;
 mod responses;
 mod retry_classes;
 mod routing;
