@@ -247,3 +247,17 @@ async fn responses_reasoning_is_restored_with_its_own_id_and_ciphertext() {
     );
     engine.stop().await;
 }
+
+#[tokio::test]
+async fn the_base_url_probe_answers_without_a_dashboard() {
+    // Claude Code probes its base URL with `HEAD /` before the first call.
+    let mock = MockUpstream::start().await;
+    let engine = TestEngine::start(&mock).await;
+    let http = reqwest::Client::new();
+    let head = http.head(engine.url("/")).send().await.expect("HEAD /");
+    assert_eq!(head.status(), 200);
+    let get = http.get(engine.url("/")).send().await.expect("GET /");
+    assert_eq!(get.status(), 404, "GET / without a dashboard is still not found");
+    assert!(mock.seen().is_empty(), "a probe never reaches a provider");
+    engine.stop().await;
+}

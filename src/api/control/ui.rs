@@ -132,6 +132,9 @@ pub async fn serve(State(ui): State<UiState>, req: Request) -> Response {
                 None => crate::api::gateway::not_found(req.uri().clone()).await,
             }
         }
+        // Clients probe the base URL before their first call (Claude Code sends `HEAD /`): a live
+        // gateway answers 200 whether or not it serves the dashboard.
+        (_, &Method::HEAD) if path == "/" => StatusCode::OK.into_response(),
         _ => crate::api::gateway::not_found(req.uri().clone()).await,
     };
     harden(&mut resp);
