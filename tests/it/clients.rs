@@ -271,33 +271,7 @@ fn agent_prompt(scenario: Scenario, run: &str, home: &Path) -> (String, String) 
 }
 
 fn write_codex_config(home: &Path, base: &str) {
-    let config = format!(
-        r#"model_provider = "keyhaven"
-check_for_update_on_startup = false
-
-[model_providers.keyhaven]
-name = "Keyhaven"
-base_url = "{base}/v1"
-wire_api = "responses"
-env_key = "KEYHAVEN_CODEX_KEY"
-request_max_retries = 2
-stream_max_retries = 2
-
-[analytics]
-enabled = false
-
-[feedback]
-enabled = false
-
-[features]
-plugins = false
-remote_plugin = false
-plugin_sharing = false
-apps = false
-in_app_updates = false
-"#
-    );
-    std::fs::write(home.join("config.toml"), config).expect("write codex config");
+    crate::codex::write_codex_config(home, base, 2);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -201,6 +201,13 @@ struct Run {
 /// A throwaway `CODEX_HOME` whose only provider is the engine.
 fn codex_home(engine: &TestEngine) -> tempfile::TempDir {
     let home = tempfile::tempdir().expect("codex home");
+    write_codex_config(home.path(), &engine.base, 0);
+    home
+}
+
+/// Codex's `config.toml` in `home`: the engine at `base` as the only provider, `retries` request
+/// and stream retries, nothing else that talks to the network.
+pub(crate) fn write_codex_config(home: &Path, base: &str, retries: u32) {
     let config = format!(
         r#"model_provider = "keyhaven"
 check_for_update_on_startup = false
@@ -210,8 +217,8 @@ name = "Keyhaven"
 base_url = "{base}/v1"
 wire_api = "responses"
 env_key = "KEYHAVEN_CODEX_KEY"
-request_max_retries = 0
-stream_max_retries = 0
+request_max_retries = {retries}
+stream_max_retries = {retries}
 
 [analytics]
 enabled = false
@@ -225,11 +232,9 @@ remote_plugin = false
 plugin_sharing = false
 apps = false
 in_app_updates = false
-"#,
-        base = engine.base
+"#
     );
-    std::fs::write(home.path().join("config.toml"), config).expect("write codex config");
-    home
+    std::fs::write(home.join("config.toml"), config).expect("write codex config");
 }
 
 fn run_codex(bin: &Path, home: &Path, work: &Path, model: &str) -> Run {
