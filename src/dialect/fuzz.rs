@@ -10,6 +10,22 @@ use crate::dialect::sse::SseEvent;
 use crate::dialect::{anthropic as an, openai_chat as chat, openai_responses as resp};
 use crate::model::{Accumulator, Request, Response, StreamEvent};
 
+/// Feeds `data`'s SSE events to a stream decoder until it fails or is done, then hands what it
+/// decoded to every client encoder. (The three decoders share method names, not a trait.)
+macro_rules! drive {
+    ($dec:expr, $data:expr) => {{
+        let mut dec = $dec;
+        let mut out = Vec::new();
+        for ev in events($data) {
+            if dec.decode(&ev, &mut out).is_err() || dec.is_done() {
+                break;
+            }
+        }
+        dec.finish(&mut out);
+        client_streams(&out);
+    }};
+}
+
 /// Anthropic Messages: request, response, error, stream.
 pub fn anthropic(data: &[u8]) {
     if let Ok(req) = an::decode_request(data) {
@@ -19,15 +35,7 @@ pub fn anthropic(data: &[u8]) {
         answers(&r);
     }
     let _ = an::decode_error(status(data), data);
-    let mut dec = an::StreamDecoder::new();
-    let mut out = Vec::new();
-    for ev in events(data) {
-        if dec.decode(&ev, &mut out).is_err() || dec.is_done() {
-            break;
-        }
-    }
-    dec.finish(&mut out);
-    client_streams(&out);
+    drive!(an::StreamDecoder::new(), data);
 }
 
 /// OpenAI Chat Completions: request, response, error, stream.
@@ -39,15 +47,7 @@ pub fn openai_chat(data: &[u8]) {
         answers(&r);
     }
     let _ = chat::decode_error(status(data), data);
-    let mut dec = chat::StreamDecoder::new();
-    let mut out = Vec::new();
-    for ev in events(data) {
-        if dec.decode(&ev, &mut out).is_err() || dec.is_done() {
-            break;
-        }
-    }
-    dec.finish(&mut out);
-    client_streams(&out);
+    drive!(chat::StreamDecoder::new(), data);
 }
 
 /// OpenAI Responses: request, response, error, stream.
@@ -59,15 +59,7 @@ pub fn openai_responses(data: &[u8]) {
         answers(&r);
     }
     let _ = resp::decode_error(status(data), data);
-    let mut dec = resp::StreamDecoder::new();
-    let mut out = Vec::new();
-    for ev in events(data) {
-        if dec.decode(&ev, &mut out).is_err() || dec.is_done() {
-            break;
-        }
-    }
-    dec.finish(&mut out);
-    client_streams(&out);
+    drive!(resp::StreamDecoder::new(), data);
 }
 
 /// An HTTP error status picked by the input (400..=599).
