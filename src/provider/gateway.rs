@@ -221,6 +221,7 @@ impl Gateway {
             accepted: false,
             done: false,
             route: route.clone(),
+            notes: Vec::new(),
         };
         let started_ack = self.sink.start(CallStart {
             id: ctx.id.clone(),
@@ -375,6 +376,7 @@ impl Gateway {
         let key = self.key_for(route).await?;
         guard.secret = key.as_ref().map(|k| k.redaction().clone());
         let emulated_req = emulation::applies(&route.model, req).then(|| emulation::rewrite(req));
+        guard.notes = upstream::left_out(route.provider.kind, req);
         let prepared = upstream::prepare(route, emulated_req.as_ref().unwrap_or(req), key.as_ref())?;
         if prepare_time.is_none() {
             *prepare_time = Some(started.elapsed());
@@ -498,6 +500,8 @@ struct CallGuard {
     done: bool,
     /// The model that served the call (or the last one tried).
     route: Option<Route>,
+    /// What the row notes about the call (server tools the serving upstream cannot run).
+    notes: Vec<String>,
 }
 
 impl CallGuard {
@@ -573,6 +577,7 @@ impl CallGuard {
             model_id: self.route.as_ref().map(|r| r.model.id.clone()),
             provider: self.route.as_ref().map(|r| r.provider.name.clone()),
             upstream_model: self.route.as_ref().map(|r| r.model.upstream.clone()),
+            notes: self.notes.clone(),
         }
     }
 

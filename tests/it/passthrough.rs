@@ -90,6 +90,13 @@ async fn claude_code_request_reaches_anthropic_unchanged_with_its_betas() {
     assert_eq!(seen[0].body, expected, "the client's body, only the model name replaced");
     let beta = seen[0].headers.get("anthropic-beta").and_then(|v| v.to_str().ok());
     assert_eq!(beta, Some(BETAS));
+    // Nothing was left out, so the call row notes nothing (control API too).
+    let row = engine.only_call().await;
+    assert_eq!(row.notes, Vec::<String>::new());
+    let (status, detail) = engine.control(reqwest::Method::GET, &format!("/api/calls/{}", row.summary.id), None).await;
+    assert_eq!(status, 200, "{detail}");
+    let detail: Value = serde_json::from_str(&detail).expect("detail JSON");
+    assert_eq!(detail["notes"], json!([]), "{detail}");
     engine.stop().await;
 }
 
@@ -154,6 +161,22 @@ async fn claude_code_request_is_translated_for_a_chat_upstream() {
         "stream_options": {"include_usage": true}
     });
     assert_eq!(seen[0].body, expected);
+    // What was left out is on the call row and in the control API's call detail.
+    let notes = vec![
+        "Anthropic built-in tool `web_search_20250305` left out: this upstream cannot run it",
+        "Anthropic built-in tool `web_fetch_20250910` left out: this upstream cannot run it",
+        "Anthropic built-in tool `code_execution_20250825` left out: this upstream cannot run it",
+        "Anthropic built-in tool `tool_search_tool_regex_20251119` left out: this upstream cannot run it",
+        "Anthropic built-in tool `bash_20250124` left out: this upstream cannot run it",
+        "MCP server `example` left out: this upstream cannot reach it",
+    ];
+    let row = engine.only_call().await;
+    assert_eq!(row.summary.status, keyhaven::model::CallStatus::Ok);
+    assert_eq!(row.notes, notes);
+    let (status, detail) = engine.control(reqwest::Method::GET, &format!("/api/calls/{}", row.summary.id), None).await;
+    assert_eq!(status, 200, "{detail}");
+    let detail: Value = serde_json::from_str(&detail).expect("detail JSON");
+    assert_eq!(detail["notes"], json!(notes), "{detail}");
     engine.stop().await;
 }
 
