@@ -279,6 +279,7 @@ impl Gateway {
                     cancel,
                     fallbacks,
                     emu,
+                    skipped_seen: 0,
                 };
                 if let Some(body) = &ctx.request_body {
                     stream.guard.capture_request(body);
@@ -635,6 +636,8 @@ pub struct CallStream {
     cancel: CancellationToken,
     fallbacks: Vec<String>,
     emu: Option<EmuState>,
+    /// How many of the upstream's skipped block types are already noted on the row.
+    skipped_seen: usize,
 }
 
 impl std::fmt::Debug for CallStream {
@@ -678,7 +681,10 @@ impl CallStream {
                 emu.reopening = None;
             }
             match opened {
-                Ok(events) => self.events = events,
+                Ok(events) => {
+                    self.events = events;
+                    self.skipped_seen = 0;
+                }
                 Err(e) => return Some(Err(e.redacted(self.guard.secret.as_ref()))),
             }
         }
@@ -687,6 +693,17 @@ impl CallStream {
             () = self.cancel.cancelled() => Some(Err(ProviderError::Canceled)),
             next = self.events.next() => next,
         };
+        // Blocks the upstream sent that the client cannot get (server tool calls and results)
+        // are said on the call row; the text around them is delivered.
+        let skipped = self.events.skipped_blocks();
+        if skipped.len() > self.skipped_seen {
+            for block in &skipped[self.skipped_seen..] {
+                self.guard.notes.push(format!(
+                    "upstream `{block}` block not forwarded: Keyhaven has no form for it (the answer's text is kept)"
+                ));
+            }
+            self.skipped_seen = skipped.len();
+        }
         next.map(|r| match r {
             Ok(StreamEvent::Error { mut error }) => {
                 let secrets: Vec<&SecretString> = self.guard.secret.iter().collect();

@@ -350,6 +350,13 @@ impl Decoder {
             Decoder::OpenaiResponses(d) => d.finish(out),
         }
     }
+
+    fn skipped(&self) -> &[String] {
+        match self {
+            Decoder::Anthropic(d) => d.skipped(),
+            Decoder::Openai(_) | Decoder::OpenaiResponses(_) => &[],
+        }
+    }
 }
 
 /// A transport failure while reading the upstream body, already described without secrets.
@@ -446,6 +453,15 @@ impl EventStream {
             idle,
             deadline,
             last_activity: Instant::now(),
+        }
+    }
+
+    /// The types of the upstream's content blocks that had no canonical form and were not
+    /// forwarded (Anthropic server tool calls and results), each once.
+    pub fn skipped_blocks(&self) -> &[String] {
+        match &self.source {
+            Source::Sse { decoder, .. } => decoder.skipped(),
+            Source::Lingma(_) => &[],
         }
     }
 

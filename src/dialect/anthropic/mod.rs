@@ -138,6 +138,14 @@ impl StreamDecoder {
     pub fn finish(&mut self, out: &mut Vec<model::StreamEvent>) {
         self.state.finish(out);
     }
+
+    /// The types of the content blocks skipped so far, each once in the order first seen: server
+    /// tool calls and their results (`server_tool_use`, `web_search_tool_result`,
+    /// `web_fetch_tool_result`, `code_execution_tool_result`, `mcp_tool_use`, ...) and unknown
+    /// blocks. The canonical model has no form for them; the answer's text around them is kept.
+    pub fn skipped(&self) -> &[String] {
+        self.state.skipped()
+    }
 }
 
 #[cfg(test)]
