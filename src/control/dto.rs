@@ -592,6 +592,10 @@ pub struct CallDetail {
     /// The canonical JSON answer.
     pub response_body: Option<String>,
     pub price_version: Option<String>,
+    /// What Keyhaven changed about the call that the user should know (e.g. a server tool the
+    /// upstream cannot run, left out of the request); empty when nothing.
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -266,6 +266,7 @@ impl ControlService {
             summary: summary(d.summary),
             request_body: d.request_body,
             response_body: d.response_body,
+            notes: d.notes,
         })
     }
 

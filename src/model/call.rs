@@ -94,6 +94,10 @@ pub struct CallFinish {
     pub model_id: Option<String>,
     pub provider: Option<String>,
     pub upstream_model: Option<String>,
+    /// What Keyhaven changed about the call that the user should know (e.g. server tools the
+    /// upstream cannot run, left out of the request), short and human-readable.
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 /// The reasoning that came before some tool calls of one provider's answer (the gateway's

@@ -221,6 +221,7 @@ impl Gateway {
             accepted: false,
             done: false,
             route: route.clone(),
+            notes: Vec::new(),
         };
         let started_ack = self.sink.start(CallStart {
             id: ctx.id.clone(),
@@ -278,6 +279,7 @@ impl Gateway {
                     cancel,
                     fallbacks,
                     emu,
+                    skipped_seen: 0,
                 };
                 if let Some(body) = &ctx.request_body {
                     stream.guard.capture_request(body);
@@ -375,6 +377,7 @@ impl Gateway {
         let key = self.key_for(route).await?;
         guard.secret = key.as_ref().map(|k| k.redaction().clone());
         let emulated_req = emulation::applies(&route.model, req).then(|| emulation::rewrite(req));
+        guard.notes = upstream::left_out(route.provider.kind, req);
         let prepared = upstream::prepare(route, emulated_req.as_ref().unwrap_or(req), key.as_ref())?;
         if prepare_time.is_none() {
             *prepare_time = Some(started.elapsed());
@@ -498,6 +501,8 @@ struct CallGuard {
     done: bool,
     /// The model that served the call (or the last one tried).
     route: Option<Route>,
+    /// What the row notes about the call (server tools the serving upstream cannot run).
+    notes: Vec<String>,
 }
 
 impl CallGuard {
@@ -573,6 +578,7 @@ impl CallGuard {
             model_id: self.route.as_ref().map(|r| r.model.id.clone()),
             provider: self.route.as_ref().map(|r| r.provider.name.clone()),
             upstream_model: self.route.as_ref().map(|r| r.model.upstream.clone()),
+            notes: self.notes.clone(),
         }
     }
 
@@ -630,6 +636,8 @@ pub struct CallStream {
     cancel: CancellationToken,
     fallbacks: Vec<String>,
     emu: Option<EmuState>,
+    /// How many of the upstream's skipped block types are already noted on the row.
+    skipped_seen: usize,
 }
 
 impl std::fmt::Debug for CallStream {
@@ -673,7 +681,10 @@ impl CallStream {
                 emu.reopening = None;
             }
             match opened {
-                Ok(events) => self.events = events,
+                Ok(events) => {
+                    self.events = events;
+                    self.skipped_seen = 0;
+                }
                 Err(e) => return Some(Err(e.redacted(self.guard.secret.as_ref()))),
             }
         }
@@ -682,6 +693,17 @@ impl CallStream {
             () = self.cancel.cancelled() => Some(Err(ProviderError::Canceled)),
             next = self.events.next() => next,
         };
+        // Blocks the upstream sent that the client cannot get (server tool calls and results)
+        // are said on the call row; the text around them is delivered.
+        let skipped = self.events.skipped_blocks();
+        if skipped.len() > self.skipped_seen {
+            for block in &skipped[self.skipped_seen..] {
+                self.guard.notes.push(format!(
+                    "upstream `{block}` block not forwarded: Keyhaven has no form for it (the answer's text is kept)"
+                ));
+            }
+            self.skipped_seen = skipped.len();
+        }
         next.map(|r| match r {
             Ok(StreamEvent::Error { mut error }) => {
                 let secrets: Vec<&SecretString> = self.guard.secret.iter().collect();

@@ -53,17 +53,9 @@ pub fn prepare(route: &Route, req: &model::Request, key: Option<&BoundKey>) -> R
             lingma: Some(std::sync::Arc::new(prompt)),
         });
     }
-    // A client's server tools and vendor-only fields reach only an upstream of its own dialect.
-    if let Some(pt) = req.passthrough.as_deref() {
-        let same = matches!(
-            (pt.dialect, p.kind),
-            (model::WireDialect::Anthropic, ProviderKind::Anthropic)
-                | (model::WireDialect::OpenaiChat, ProviderKind::Openai)
-                | (model::WireDialect::OpenaiResponses, ProviderKind::OpenaiResponses)
-        );
-        if !same && !pt.tools.is_empty() {
-            tracing::warn!(provider = %p.name, tools = ?pt.tool_names(), "server tools this upstream cannot run left out");
-        }
+    let left = left_out(p.kind, req);
+    if !left.is_empty() {
+        tracing::warn!(provider = %p.name, notes = ?left, "left out of the request");
     }
     let (url, body) = match p.kind {
         ProviderKind::Openai => {
@@ -101,6 +93,37 @@ pub fn prepare(route: &Route, req: &model::Request, key: Option<&BoundKey>) -> R
     }
     let body = serde_json::to_vec(&body).map_err(|e| ProviderError::Malformed(e.to_string()))?;
     Ok(Prepared { url, headers, body: Bytes::from(body), kind: p.kind, lingma: None })
+}
+
+/// What a request loses toward an upstream of `kind`, one note each for the call row. A client's
+/// server tools (Anthropic `web_search_*`, `web_fetch_*`, `code_execution_*`, tool search, MCP
+/// toolsets; OpenAI hosted tools) and its `mcp_servers` reach only an upstream of its own dialect
+/// (the encoders send a passthrough's tools and fields only to their own dialect); toward any
+/// other upstream they are left out, never a 400, and said here.
+pub fn left_out(kind: ProviderKind, req: &model::Request) -> Vec<String> {
+    let Some(pt) = req.passthrough.as_deref() else { return Vec::new() };
+    let same = matches!(
+        (pt.dialect, kind),
+        (model::WireDialect::Anthropic, ProviderKind::Anthropic)
+            | (model::WireDialect::OpenaiChat, ProviderKind::Openai)
+            | (model::WireDialect::OpenaiResponses, ProviderKind::OpenaiResponses)
+    );
+    if same {
+        return Vec::new();
+    }
+    let vendor = if pt.dialect == model::WireDialect::Anthropic { "Anthropic" } else { "OpenAI" };
+    let mut notes: Vec<String> = pt
+        .tool_names()
+        .into_iter()
+        .map(|t| format!("{vendor} built-in tool `{t}` left out: this upstream cannot run it"))
+        .collect();
+    if let Some(servers) = pt.fields.get("mcp_servers").and_then(serde_json::Value::as_array) {
+        for s in servers {
+            let name = s.get("name").and_then(serde_json::Value::as_str).unwrap_or("unnamed");
+            notes.push(format!("MCP server `{name}` left out: this upstream cannot reach it"));
+        }
+    }
+    notes
 }
 
 /// Puts the key on a request for `url` in the provider's header (`x-api-key` for Anthropic,
@@ -327,6 +350,13 @@ impl Decoder {
             Decoder::OpenaiResponses(d) => d.finish(out),
         }
     }
+
+    fn skipped(&self) -> &[String] {
+        match self {
+            Decoder::Anthropic(d) => d.skipped(),
+            Decoder::Openai(_) | Decoder::OpenaiResponses(_) => &[],
+        }
+    }
 }
 
 /// A transport failure while reading the upstream body, already described without secrets.
@@ -423,6 +453,15 @@ impl EventStream {
             idle,
             deadline,
             last_activity: Instant::now(),
+        }
+    }
+
+    /// The types of the upstream's content blocks that had no canonical form and were not
+    /// forwarded (Anthropic server tool calls and results), each once.
+    pub fn skipped_blocks(&self) -> &[String] {
+        match &self.source {
+            Source::Sse { decoder, .. } => decoder.skipped(),
+            Source::Lingma(_) => &[],
         }
     }
 

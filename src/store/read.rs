@@ -157,6 +157,9 @@ pub struct CallDetail {
     pub response_body: Option<String>,
     /// The epoch of the process that recorded the start (`None` when the start was lost).
     pub process_epoch: Option<i64>,
+    /// What Keyhaven changed about the call that the user should know (e.g. a server tool the
+    /// upstream cannot run, left out); the `notes` column, a JSON list.
+    pub notes: Vec<String>,
 }
 
 const SUMMARY_COLUMNS: &str = "id, started_ms, finished_ms, status, dialect, client, model, model_id, provider, \
@@ -258,7 +261,8 @@ pub(crate) fn recent_calls(conn: &Connection, filter: &CallFilter) -> Result<Vec
 }
 
 pub(crate) fn call_detail(conn: &Connection, id: &str) -> Result<Option<CallDetail>, StoreError> {
-    let sql = format!("SELECT {SUMMARY_COLUMNS}, request_body, response_body, process_epoch FROM calls WHERE id = ?1");
+    let sql =
+        format!("SELECT {SUMMARY_COLUMNS}, request_body, response_body, process_epoch, notes FROM calls WHERE id = ?1");
     let detail = conn
         .prepare_cached(&sql)?
         .query_row([id], |row| {
@@ -267,10 +271,16 @@ pub(crate) fn call_detail(conn: &Connection, id: &str) -> Result<Option<CallDeta
                 request_body: row.get(28)?,
                 response_body: row.get(29)?,
                 process_epoch: row.get(30)?,
+                notes: notes_of(row.get(31)?),
             })
         })
         .optional()?;
     Ok(detail)
+}
+
+/// The `notes` column: a JSON list of strings (a value that is not one reads as one note).
+fn notes_of(raw: Option<String>) -> Vec<String> {
+    raw.map(|t| serde_json::from_str(&t).unwrap_or_else(|_| vec![t])).unwrap_or_default()
 }
 
 pub(crate) fn count_calls(conn: &Connection) -> Result<u64, StoreError> {

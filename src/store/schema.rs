@@ -15,6 +15,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0006_create_pending_and_acked_blobs.sql"),
     include_str!("migrations/0007_add_call_session.sql"),
     include_str!("migrations/0008_create_reasoning_memory.sql"),
+    include_str!("migrations/0009_add_call_notes.sql"),
 ];
 
 /// The newest schema version this build knows.

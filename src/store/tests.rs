@@ -62,6 +62,7 @@ fn finish(id: &str, finished_ms: i64, status: CallStatus, tokens: u64) -> CallFi
         model_id: None,
         provider: None,
         upstream_model: None,
+        notes: vec!["server tool `web_search_20250305` left out".into()],
     }
 }
 
@@ -322,6 +323,7 @@ async fn start_and_finish_round_trip_every_field() {
         request_body: s.request_body.clone(),
         response_body: f.response_body.clone(),
         process_epoch: Some(77),
+        notes: vec!["server tool `web_search_20250305` left out".into()],
     };
     assert_eq!(got, want);
     assert_eq!(store.call_detail("nope").await.expect("detail"), None);

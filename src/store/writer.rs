@@ -289,10 +289,10 @@ fn apply_finish(conn: &Connection, f: &CallFinish) -> rusqlite::Result<()> {
         "INSERT INTO calls (id, started_ms, finished_ms, status, http_status, input_tokens, output_tokens, \
          cache_read_tokens, cache_write_tokens, reasoning_tokens, usage_estimated, cost_micros, price_version, \
          ttft_ms, total_ms, retries, error_kind, error_message, request_body, response_body, model_id, provider, \
-         upstream_model) \
+         upstream_model, notes) \
          VALUES (:id, :finished_ms - :total_ms, :finished_ms, :status, :http_status, :input, :output, :cache_read, \
          :cache_write, :reasoning, :estimated, :cost, :price_version, :ttft_ms, :total_ms, :retries, :error_kind, \
-         :error_message, :request_body, :response_body, :model_id, :provider, :upstream_model) \
+         :error_message, :request_body, :response_body, :model_id, :provider, :upstream_model, :notes) \
          ON CONFLICT (id) DO UPDATE SET finished_ms = excluded.finished_ms, status = excluded.status, \
          http_status = excluded.http_status, input_tokens = excluded.input_tokens, \
          output_tokens = excluded.output_tokens, cache_read_tokens = excluded.cache_read_tokens, \
@@ -304,7 +304,8 @@ fn apply_finish(conn: &Connection, f: &CallFinish) -> rusqlite::Result<()> {
          response_body = excluded.response_body, \
          model_id = COALESCE(excluded.model_id, calls.model_id), \
          provider = COALESCE(excluded.provider, calls.provider), \
-         upstream_model = COALESCE(excluded.upstream_model, calls.upstream_model) \
+         upstream_model = COALESCE(excluded.upstream_model, calls.upstream_model), \
+         notes = excluded.notes \
          WHERE calls.status = 'in_flight'",
     )?;
     let changed = stmt.execute(named_params! {
@@ -330,6 +331,7 @@ fn apply_finish(conn: &Connection, f: &CallFinish) -> rusqlite::Result<()> {
         ":model_id": f.model_id,
         ":provider": f.provider,
         ":upstream_model": f.upstream_model,
+        ":notes": (!f.notes.is_empty()).then(|| serde_json::to_string(&f.notes).unwrap_or_default()),
     })?;
     if changed > 0 {
         add_to_rollup(conn, &f.id)?;

@@ -333,6 +333,7 @@ async fn providers_models_calls_usage_routing_retention_through_the_control_serv
             model_id: None,
             provider: None,
             upstream_model: None,
+            notes: Vec::new(),
         })
         .await
         .expect("finish");

@@ -5,13 +5,12 @@
 
 use serde_json::{Value, json};
 
-use keyhaven::model::{CallStatus, Part, Response, StopReason};
+use keyhaven::model::CallStatus;
 use keyhaven::provider::emulation::CONTINUATION;
 
 use crate::support::mock::Seen;
-use crate::support::{
-    Client, MockUpstream, Reply, TestEngine, accumulate, client_events, client_response, config_with,
-};
+use crate::support::wire::{self, Answer, Finish};
+use crate::support::{Client, MockUpstream, Reply, TestEngine, config_with};
 
 /// An OpenAI Chat stream whose text arrives in `piece`-byte chunks (at char boundaries).
 fn chat_sse(text: &str, piece: usize) -> String {
@@ -84,35 +83,20 @@ fn script(turn: usize) -> String {
     }
 }
 
-fn tool_uses(resp: &Response) -> Vec<(String, String, Value)> {
-    resp.content
-        .iter()
-        .filter_map(|p| match p {
-            Part::ToolUse { id, name, input } => Some((id.clone(), name.clone(), input.clone())),
-            _ => None,
-        })
-        .collect()
+fn tool_uses(resp: &Answer) -> Vec<(String, String, Value)> {
+    resp.tool_calls()
 }
 
-fn text(resp: &Response) -> String {
-    resp.content
-        .iter()
-        .filter_map(|p| match p {
-            Part::Text { text, .. } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect()
+fn text(resp: &Answer) -> String {
+    resp.text()
 }
 
-async fn send(engine: &TestEngine, client: Client, body: &Value, stream: bool) -> Response {
+/// Sends, asserts 200 and reads the answer the way the client's own dialect says.
+async fn send(engine: &TestEngine, client: Client, body: &Value, stream: bool) -> Answer {
     let resp = engine.post(client, body).await;
     assert_eq!(resp.status(), 200);
-    let bytes = resp.bytes().await.expect("body");
-    if stream {
-        accumulate(&client_events(client, &String::from_utf8_lossy(&bytes)).await)
-    } else {
-        client_response(client, &bytes)
-    }
+    let raw = resp.text().await.expect("body");
+    wire::read(client, &raw, stream)
 }
 
 /// Checks one upstream request of the session: turn `turn` (1-based).
@@ -166,10 +150,10 @@ async fn session(client: Client, stream: bool) {
         if turn == 5 {
             assert!(calls.is_empty());
             assert_eq!(text(&resp), "All done: the files say hello.");
-            assert_eq!(resp.stop_reason, Some(StopReason::EndTurn));
+            assert_eq!(resp.finish, Some(Finish::EndTurn));
             break;
         }
-        assert_eq!(resp.stop_reason, Some(StopReason::ToolUse), "turn {turn}: {resp:?}");
+        assert_eq!(resp.finish, Some(Finish::ToolUse), "turn {turn}: {resp:?}");
         let expected: Vec<(String, Value)> = match turn {
             4 => vec![("read_file".into(), json!({"path": "f4"})), ("terminal".into(), json!({"command": "ls"}))],
             n => vec![("read_file".into(), json!({"path": format!("f{n}")}))],

@@ -164,3 +164,61 @@ fn the_scanner_sees_crate_paths() {
     assert!(lines[0].1.contains("crate::store"));
     assert!(!lines[0].1.contains("crate::api"));
 }
+
+/// Where `code` (one test file) reaches for the engine's own dialect codecs or its canonical
+/// accumulator: a behaviour test must read what a client received with `support::wire`, written
+/// from the vendors' formats, so that a mistake mirrored on both sides cannot pass.
+fn engine_codec_uses(code: &str) -> Vec<String> {
+    let dialect = concat!("keyhaven", "::", "dialect");
+    let flat: String = code_lines(code).map(|(_, l)| l.trim()).collect::<Vec<_>>().join(" ");
+    let mut found = Vec::new();
+    if flat.contains(dialect) {
+        found.push(format!("uses `{dialect}`"));
+    }
+    if flat.contains(concat!("Accu", "mulator")) {
+        found.push("uses the engine's canonical accumulator".to_owned());
+    }
+    // Grouped imports: `use keyhaven::{dialect::…, …}`.
+    for group in flat.split("keyhaven::{").skip(1) {
+        let group = group.split('}').next().unwrap_or("");
+        if group.split(',').any(|item| item.trim().starts_with("dialect")) {
+            found.push("imports `dialect` in a `keyhaven::{…}` group".to_owned());
+        }
+    }
+    found
+}
+
+#[test]
+fn behaviour_tests_never_decode_with_the_engine_codecs() {
+    let mut files = Vec::new();
+    rust_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("it"), &mut files);
+    assert!(files.len() > 20, "the scan sees the test files: {files:?}");
+    let mut violations = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("read");
+        for v in engine_codec_uses(&text) {
+            violations.push(format!("{}: {v}", file.display()));
+        }
+    }
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
+}
+
+/// The check catches what the harness used to do (it decoded client streams with the engine's
+/// decoders and accumulated them with its `Accumulator`), and does not flag the wire reader.
+#[test]
+fn the_codec_check_catches_the_old_harness() {
+    let old = concat!(
+        "use keyhaven::",
+        "dialect::sse::SseEvent;\n",
+        "use keyhaven::",
+        "dialect::{anthropic, openai_chat, openai_responses};\n",
+        "use keyhaven::model::{",
+        "Accu",
+        "mulator, Response, StreamEvent};\n",
+    );
+    assert_eq!(engine_codec_uses(old).len(), 2, "{:?}", engine_codec_uses(old));
+    let grouped = concat!("use keyhaven::{config::load_str,\n    ", "dialect::anthropic};\n");
+    assert_eq!(engine_codec_uses(grouped).len(), 1);
+    let fine = "use crate::support::wire::{self, Answer};\n// never keyhaven::dialect here\nuse keyhaven::model::CallStatus;\n";
+    assert!(engine_codec_uses(fine).is_empty());
+}

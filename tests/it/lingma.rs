@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use keyhaven::model::{CallStatus, Part};
+use keyhaven::model::CallStatus;
 
 use crate::support::lingma::{Behavior, MockLingma};
-use crate::support::{Client, TestEngine, accumulate, client_events, client_response, config_with};
+use crate::support::wire;
+use crate::support::{Client, TestEngine, config_with};
 
 const MODEL: &str = "lingma-kimi";
 
@@ -66,21 +67,9 @@ fn messages(text: &str, stream: bool) -> Value {
 async fn ask(engine: &TestEngine, client: Client, body: &Value) -> String {
     let resp = engine.post(client, body).await;
     let status = resp.status();
-    let bytes = resp.bytes().await.expect("body");
-    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&bytes));
-    let answer = if body["stream"] == true {
-        accumulate(&client_events(client, &String::from_utf8_lossy(&bytes)).await)
-    } else {
-        client_response(client, &bytes)
-    };
-    answer
-        .content
-        .iter()
-        .filter_map(|p| match p {
-            Part::Text { text, .. } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect()
+    let raw = resp.text().await.expect("body");
+    assert_eq!(status, 200, "{raw}");
+    wire::read(client, &raw, body["stream"] == true).text()
 }
 
 fn methods(mock: &MockLingma) -> Vec<String> {
@@ -193,8 +182,7 @@ async fn a_second_concurrent_request_gets_429_in_its_dialect() {
     assert!(body["error"]["message"].as_str().expect("message").contains("one request at a time"));
     let (status, text) = first.await.expect("first request");
     assert_eq!(status, 200);
-    let events = client_events(Client::Openai, &text).await;
-    assert!(accumulate(&events).content.iter().any(|p| matches!(p, Part::Text { text, .. } if text.contains("slow"))));
+    assert!(wire::read_stream(Client::Openai, &text).text().contains("slow"), "{text}");
     assert_eq!(mock.calls("session/prompt").len(), 1, "rejected requests never reach Lingma");
     // Once the first finished, the next one is served.
     ask(&s.engine, Client::Openai, &chat("now", false)).await;
@@ -294,21 +282,10 @@ async fn tool_calls_are_always_emulated() {
         };
         let resp = s.engine.post(client, &body).await;
         assert_eq!(resp.status(), 200);
-        let bytes = resp.bytes().await.expect("body");
-        let answer = if stream {
-            accumulate(&client_events(client, &String::from_utf8_lossy(&bytes)).await)
-        } else {
-            client_response(client, &bytes)
-        };
-        let calls: Vec<(&str, &Value)> = answer
-            .content
-            .iter()
-            .filter_map(|p| match p {
-                Part::ToolUse { name, input, .. } => Some((name.as_str(), input)),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(calls, [("read_file", &json!({"path": "src/main.rs"}))], "{client:?}");
+        let raw = resp.text().await.expect("body");
+        let calls: Vec<(String, Value)> =
+            wire::read(client, &raw, stream).tool_calls().into_iter().map(|(_, name, input)| (name, input)).collect();
+        assert_eq!(calls, [("read_file".to_owned(), json!({"path": "src/main.rs"}))], "{client:?}");
     }
     let prompts = mock.calls("session/prompt");
     let text = prompts[0]["prompt"][0]["text"].as_str().expect("text");

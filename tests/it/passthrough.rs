@@ -90,6 +90,13 @@ async fn claude_code_request_reaches_anthropic_unchanged_with_its_betas() {
     assert_eq!(seen[0].body, expected, "the client's body, only the model name replaced");
     let beta = seen[0].headers.get("anthropic-beta").and_then(|v| v.to_str().ok());
     assert_eq!(beta, Some(BETAS));
+    // Nothing was left out, so the call row notes nothing (control API too).
+    let row = engine.only_call().await;
+    assert_eq!(row.notes, Vec::<String>::new());
+    let (status, detail) = engine.control(reqwest::Method::GET, &format!("/api/calls/{}", row.summary.id), None).await;
+    assert_eq!(status, 200, "{detail}");
+    let detail: Value = serde_json::from_str(&detail).expect("detail JSON");
+    assert_eq!(detail["notes"], json!([]), "{detail}");
     engine.stop().await;
 }
 
@@ -154,6 +161,22 @@ async fn claude_code_request_is_translated_for_a_chat_upstream() {
         "stream_options": {"include_usage": true}
     });
     assert_eq!(seen[0].body, expected);
+    // What was left out is on the call row and in the control API's call detail.
+    let notes = vec![
+        "Anthropic built-in tool `web_search_20250305` left out: this upstream cannot run it",
+        "Anthropic built-in tool `web_fetch_20250910` left out: this upstream cannot run it",
+        "Anthropic built-in tool `code_execution_20250825` left out: this upstream cannot run it",
+        "Anthropic built-in tool `tool_search_tool_regex_20251119` left out: this upstream cannot run it",
+        "Anthropic built-in tool `bash_20250124` left out: this upstream cannot run it",
+        "MCP server `example` left out: this upstream cannot reach it",
+    ];
+    let row = engine.only_call().await;
+    assert_eq!(row.summary.status, keyhaven::model::CallStatus::Ok);
+    assert_eq!(row.notes, notes);
+    let (status, detail) = engine.control(reqwest::Method::GET, &format!("/api/calls/{}", row.summary.id), None).await;
+    assert_eq!(status, 200, "{detail}");
+    let detail: Value = serde_json::from_str(&detail).expect("detail JSON");
+    assert_eq!(detail["notes"], json!(notes), "{detail}");
     engine.stop().await;
 }
 
@@ -260,4 +283,67 @@ async fn the_base_url_probe_answers_without_a_dashboard() {
     assert_eq!(get.status(), 404, "GET / without a dashboard is still not found");
     assert!(mock.seen().is_empty(), "a probe never reaches a provider");
     engine.stop().await;
+}
+
+/// An Anthropic upstream that ran a server tool (web search) streams, per Anthropic's documented
+/// format, a `server_tool_use` block with its input and a `web_search_tool_result` block between
+/// its text blocks. A Chat or Responses client has no form for them: it gets the text (never a
+/// client tool call it would try to run), and the call row says what was not forwarded.
+#[tokio::test]
+async fn server_tool_blocks_from_anthropic_are_noted_and_the_text_kept() {
+    let sse = [
+        ("message_start", json!({"type": "message_start", "message": {"id": "msg_01", "type": "message", "role": "assistant",
+            "model": "claude-sonnet-4-5", "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": 30, "output_tokens": 1}}})),
+        ("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
+        ("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Let me look. "}})),
+        ("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
+        ("content_block_start", json!({"type": "content_block_start", "index": 1, "content_block":
+            {"type": "server_tool_use", "id": "srvtoolu_01", "name": "web_search", "input": {}}})),
+        ("content_block_delta", json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\"query\": \"rust 2024\"}"}})),
+        ("content_block_stop", json!({"type": "content_block_stop", "index": 1})),
+        ("content_block_start", json!({"type": "content_block_start", "index": 2, "content_block":
+            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01", "content": [
+                {"type": "web_search_result", "url": "https://blog.rust-lang.org/", "title": "Rust Blog", "encrypted_content": "EqgfCioIARgBIiQ", "page_age": null}]}})),
+        ("content_block_stop", json!({"type": "content_block_stop", "index": 2})),
+        ("content_block_start", json!({"type": "content_block_start", "index": 3, "content_block": {"type": "text", "text": ""}})),
+        ("content_block_delta", json!({"type": "content_block_delta", "index": 3, "delta": {"type": "text_delta", "text": "Rust 2024 shipped."}})),
+        ("content_block_stop", json!({"type": "content_block_stop", "index": 3})),
+        ("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": null},
+            "usage": {"output_tokens": 12, "server_tool_use": {"web_search_requests": 1}}})),
+        ("message_stop", json!({"type": "message_stop"})),
+    ]
+    .iter()
+    .map(|(e, d)| format!("event: {e}\ndata: {d}\n\n"))
+    .collect::<String>();
+    for (client, stream) in [(Client::Openai, true), (Client::Responses, false), (Client::Anthropic, true)] {
+        let mock = MockUpstream::start().await;
+        mock.push(Reply::sse(&sse));
+        let engine = TestEngine::start(&mock).await;
+        let body = match client {
+            Client::Responses => json!({"model": "an-model", "stream": stream, "input": "What shipped?"}),
+            _ => {
+                json!({"model": "an-model", "max_tokens": 100, "stream": stream, "messages": [{"role": "user", "content": "What shipped?"}]})
+            }
+        };
+        let resp = engine.post(client, &body).await;
+        let status = resp.status();
+        let raw = resp.text().await.expect("body");
+        assert_eq!(status, 200, "{client:?}: {raw}");
+        let answer = crate::support::wire::read(client, &raw, stream);
+        assert_eq!(answer.text(), "Let me look. Rust 2024 shipped.", "{client:?}: {raw}");
+        assert!(answer.tool_calls().is_empty(), "{client:?}: a server tool is no client tool call: {raw}");
+        assert_eq!(answer.finish, Some(crate::support::wire::Finish::EndTurn), "{client:?}");
+        let row = engine.only_call().await;
+        assert_eq!(row.summary.status, keyhaven::model::CallStatus::Ok);
+        assert_eq!(
+            row.notes,
+            [
+                "upstream `server_tool_use` block not forwarded: Keyhaven has no form for it (the answer's text is kept)",
+                "upstream `web_search_tool_result` block not forwarded: Keyhaven has no form for it (the answer's text is kept)",
+            ],
+            "{client:?}"
+        );
+        engine.stop().await;
+    }
 }

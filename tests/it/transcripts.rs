@@ -1,18 +1,17 @@
 //! The transcript suite: every case in all nine directions (clients speaking OpenAI Chat,
 //! Anthropic Messages or OpenAI Responses, each against upstreams of the same three dialects),
-//! streamed and not. The client's answer is decoded back with its own dialect's codec and
-//! compared with what the upstream said; the call row is checked too.
+//! streamed and not. The client's answer is read back by `support::wire` (a hand-written reader
+//! of the vendors' documented formats, not the engine's codecs) and compared with what the
+//! upstream said; the call row is checked too.
 
 use serde_json::{Value, json};
 
-use keyhaven::model::reasoning::{Envelope, Family};
-use keyhaven::model::{CallStatus, Part, Response, StopReason, StreamEvent};
+use base64::Engine as _;
+use keyhaven::model::CallStatus;
 
 use crate::support::fixtures::{Case, RESPONSES_ENCRYPTED, request, upstream_sse};
-use crate::support::{
-    Client, MockUpstream, Reply, TestEngine, Up, accumulate, client_events, client_response, responses_final,
-    responses_items_done,
-};
+use crate::support::wire::{self, Answer, Finish, Part};
+use crate::support::{Client, MockUpstream, Reply, TestEngine, Up, responses_final, responses_items_done};
 
 const DIRECTIONS: [(Client, Up); 9] = [
     (Client::Openai, Up::Openai),
@@ -27,8 +26,7 @@ const DIRECTIONS: [(Client, Up); 9] = [
 ];
 
 struct Outcome {
-    resp: Response,
-    events: Vec<StreamEvent>,
+    resp: Answer,
     raw: String,
     upstream_request: Value,
     row: keyhaven::store::CallDetail,
@@ -43,29 +41,38 @@ async fn run(client: Client, up: Up, case: Case, stream: bool) -> Outcome {
     assert!(resp.headers().contains_key("x-keyhaven-overhead-ms"), "overhead header");
     assert!(resp.headers().contains_key("x-request-id"));
     let raw = resp.text().await.expect("body");
-    let (resp, events) = if stream {
+    let resp = if stream {
         assert_eq!(status, 200, "{raw}");
-        let events = client_events(client, &raw).await;
-        (accumulate(&events), events)
+        wire::read_stream(client, &raw)
     } else if case == Case::ErrorMidStream {
-        (Response::default(), Vec::new())
+        Answer::default()
     } else {
         assert_eq!(status, 200, "{raw}");
-        (client_response(client, raw.as_bytes()), Vec::new())
+        wire::read_body(client, &raw)
     };
     let seen = mock.seen();
     assert_eq!(seen.len(), 1, "exactly one upstream attempt");
     assert_eq!(seen[0].path, up.path());
     let row = engine.only_call().await;
     engine.stop().await;
-    Outcome { resp, events, raw, upstream_request: seen[0].body.clone(), row }
+    Outcome { resp, raw, upstream_request: seen[0].body.clone(), row }
 }
 
-fn text_of(resp: &Response) -> String {
-    resp.content
-        .iter()
-        .filter_map(|p| if let Part::Text { text, .. } = p { Some(text.as_str()) } else { None })
-        .collect()
+/// What a thinking signature the client got says, read by hand from the envelope format
+/// (ARCHITECTURE.md, "Reasoning round-trips"): `khr1.` + base64url of `{"f": family, "id", "d"}`;
+/// anything else is Anthropic's own signature, as is.
+fn envelope(sig: &str) -> (String, Option<String>, Option<String>) {
+    let Some(b64) = sig.strip_prefix("khr1.") else { return ("anthropic".to_owned(), None, Some(sig.to_owned())) };
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(b64.trim_end_matches('='))
+        .unwrap_or_else(|e| panic!("envelope is not base64url ({e}): {sig}"));
+    let v: Value = serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("envelope is not JSON ({e}): {sig}"));
+    let s = |k: &str| v[k].as_str().map(str::to_owned);
+    (s("f").unwrap_or_else(|| panic!("envelope without family: {v}")), s("id"), s("d"))
+}
+
+fn text_of(resp: &Answer) -> String {
+    resp.text()
 }
 
 #[tokio::test]
@@ -75,8 +82,8 @@ async fn plain_text_in_every_direction() {
             let o = run(client, up, Case::Text, stream).await;
             let ctx = format!("{client:?}->{up:?} stream={stream}");
             assert_eq!(text_of(&o.resp), "Hello world", "{ctx}");
-            assert_eq!(o.resp.content.len(), 1, "{ctx}: no empty blocks: {:?}", o.resp.content);
-            assert_eq!(o.resp.stop_reason, Some(StopReason::EndTurn), "{ctx}");
+            assert_eq!(o.resp.parts.len(), 1, "{ctx}: no empty blocks: {:?}", o.resp.parts);
+            assert_eq!(o.resp.finish, Some(Finish::EndTurn), "{ctx}");
             assert_eq!(o.row.summary.status, CallStatus::Ok, "{ctx}");
             assert_eq!(o.row.summary.usage.output_tokens, 5, "{ctx}");
             assert_eq!(o.row.summary.usage.input_tokens, 20, "{ctx}");
@@ -135,15 +142,7 @@ async fn two_parallel_tool_calls_with_fragmented_arguments() {
         for stream in [true, false] {
             let o = run(client, up, Case::Tools, stream).await;
             let ctx = format!("{client:?}->{up:?} stream={stream}");
-            let tools: Vec<_> = o
-                .resp
-                .content
-                .iter()
-                .filter_map(|p| match p {
-                    Part::ToolUse { id, name, input } => Some((id.clone(), name.clone(), input.clone())),
-                    _ => None,
-                })
-                .collect();
+            let tools = o.resp.tool_calls();
             assert_eq!(
                 tools,
                 vec![
@@ -152,7 +151,7 @@ async fn two_parallel_tool_calls_with_fragmented_arguments() {
                 ],
                 "{ctx}"
             );
-            assert_eq!(o.resp.stop_reason, Some(StopReason::ToolUse), "{ctx}");
+            assert_eq!(o.resp.finish, Some(Finish::ToolUse), "{ctx}");
             assert!(text_of(&o.resp).is_empty(), "{ctx}: no stray text block");
             // Tool definitions reached the upstream in its own shape.
             match up {
@@ -197,7 +196,7 @@ async fn two_parallel_tool_calls_with_fragmented_arguments() {
             if stream {
                 // Arguments stream as fragments (an Anthropic client gets the fragments of a call
                 // that the OpenAI upstream interleaved with another call's buffered into one).
-                let fragments = o.events.iter().filter(|e| matches!(e, StreamEvent::ToolCallDelta { .. })).count();
+                let fragments = o.resp.arg_fragments;
                 assert!(fragments >= 3, "{ctx}: {fragments} fragments");
             }
         }
@@ -210,22 +209,22 @@ async fn thinking_with_signature() {
         for stream in [true, false] {
             let o = run(client, up, Case::Thinking, stream).await;
             let ctx = format!("{client:?}->{up:?} stream={stream}");
-            let Some(Part::Thinking { text, signature }) = o.resp.content.first() else {
-                panic!("{ctx}: thinking first: {:?}", o.resp.content)
+            let Some(Part::Thinking { text, signature }) = o.resp.parts.first() else {
+                panic!("{ctx}: thinking first: {:?}", o.resp.parts)
             };
             assert_eq!(text, "Let me think.", "{ctx}");
             assert_eq!(text_of(&o.resp), "Answer: 4", "{ctx}");
             // Every client that carries a signature gets the upstream's reasoning in an envelope
             // of its family (an Anthropic signature as is, or wrapped for a Responses client); a
             // Chat client's `reasoning_content` decodes as Chat reasoning.
-            let family = |sig: &Option<String>| {
-                sig.as_deref().and_then(Envelope::of_signature).map(|e| (e.family, e.id, e.data))
-            };
+            let family = |sig: &Option<String>| sig.as_deref().map(envelope);
             let want = match (client, up) {
-                (Client::Openai, _) | (_, Up::Openai) => Some((Family::OpenaiChat, None, None)),
-                (_, Up::Anthropic) => Some((Family::Anthropic, None, Some("EqQBCkYIBxgCKkBsig==".to_owned()))),
+                // A Chat client has nowhere to carry a signature: `reasoning_content` only.
+                (Client::Openai, _) => None,
+                (_, Up::Openai) => Some(("openai_chat".to_owned(), None, None)),
+                (_, Up::Anthropic) => Some(("anthropic".to_owned(), None, Some("EqQBCkYIBxgCKkBsig==".to_owned()))),
                 (_, Up::Responses) => {
-                    Some((Family::OpenaiResponses, Some("rs_1".to_owned()), Some(RESPONSES_ENCRYPTED.to_owned())))
+                    Some(("openai_responses".to_owned(), Some("rs_1".to_owned()), Some(RESPONSES_ENCRYPTED.to_owned())))
                 }
             };
             assert_eq!(family(signature), want, "{ctx}");
@@ -262,10 +261,23 @@ async fn cache_usage_maps_to_each_dialect() {
                 }
             }
             assert_eq!(u.output_tokens, 7, "{ctx}");
-            // What the client sees, in its own accounting.
-            let cu = o.resp.usage;
-            assert_eq!(cu.cache_read_tokens, 800, "{ctx}");
-            assert_eq!(cu.openai_prompt_tokens(), u.openai_prompt_tokens(), "{ctx}: total prompt preserved");
+            // What the client sees, in its own accounting: the cached part, and the whole prompt
+            // (Chat: `prompt_tokens` includes the cached ones; Anthropic: input + cache read +
+            // cache write; Responses: `input_tokens` includes them).
+            let cu = &o.resp.usage;
+            let n = |v: &Value| v.as_u64().unwrap_or_else(|| panic!("{ctx}: a token count: {cu}"));
+            let (cached, prompt) = match client {
+                Client::Openai => (n(&cu["prompt_tokens_details"]["cached_tokens"]), n(&cu["prompt_tokens"])),
+                Client::Anthropic => (
+                    n(&cu["cache_read_input_tokens"]),
+                    n(&cu["input_tokens"])
+                        + n(&cu["cache_read_input_tokens"])
+                        + cu["cache_creation_input_tokens"].as_u64().unwrap_or(0),
+                ),
+                Client::Responses => (n(&cu["input_tokens_details"]["cached_tokens"]), n(&cu["input_tokens"])),
+            };
+            assert_eq!(cached, 800, "{ctx}: {cu}");
+            assert_eq!(prompt, u.openai_prompt_tokens(), "{ctx}: total prompt preserved: {cu}");
             if client == Client::Openai && stream {
                 assert!(o.raw.contains("\"cached_tokens\":800"), "{ctx}: {}", o.raw);
             }
@@ -277,7 +289,7 @@ async fn cache_usage_maps_to_each_dialect() {
                 assert_eq!(usage["total_tokens"], json!(u.openai_prompt_tokens() + 7), "{ctx}: {usage}");
             }
             if client == Client::Anthropic && up == Up::Anthropic {
-                assert_eq!(cu.cache_write_tokens, 100, "{ctx}");
+                assert_eq!(cu["cache_creation_input_tokens"], json!(100), "{ctx}: {cu}");
             }
             // Cost is priced from the shipped table with cache reads and writes priced separately.
             assert!(o.row.summary.cost_micros.is_some_and(|c| c > 0), "{ctx}: {:?}", o.row.summary.cost_micros);
@@ -292,10 +304,8 @@ async fn error_mid_stream_ends_cleanly_and_is_recorded() {
         let o = run(client, up, Case::ErrorMidStream, true).await;
         let ctx = format!("{client:?}->{up:?}");
         assert_eq!(text_of(&o.resp), "partial", "{ctx}");
-        let err =
-            o.events.iter().find_map(|e| if let StreamEvent::Error { error } = e { Some(error.clone()) } else { None });
-        let err = err.unwrap_or_else(|| panic!("{ctx}: a terminal error event: {}", o.raw));
-        assert!(err.message.contains("overloaded"), "{ctx}: {err:?}");
+        let err = o.resp.error.clone().unwrap_or_else(|| panic!("{ctx}: a terminal error event: {}", o.raw));
+        assert!(err.contains("overloaded"), "{ctx}: {err:?}");
         match client {
             Client::Openai => assert!(o.raw.trim_end().ends_with("data: [DONE]"), "{ctx}: clean end: {}", o.raw),
             Client::Anthropic => assert!(o.raw.contains("event: error"), "{ctx}"),

@@ -6,12 +6,12 @@ use serde_json::{Map, Value};
 use crate::dialect::DecodeError;
 use crate::dialect::anthropic::types::{
     ImageBlock, MAPPED_KEYS, RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock,
-    WireCacheControl, WireRequest, WireResponse, WireRole, WireThinking, WireTool, WireToolChoice, WireToolChoiceKind,
-    describe, field_error, from_value,
+    WireCacheControl, WireRequest, WireRole, WireThinking, WireTool, WireToolChoice, WireToolChoiceKind, describe,
+    field_error, from_value,
 };
 use crate::dialect::from_json;
 use crate::model::{
-    CacheControl, Effort, ImageSource, Message, Part, Passthrough, Request, Response, Role, SamplingParams, StopReason,
+    CacheControl, Effort, ImageSource, Message, Part, Passthrough, Request, Role, SamplingParams, StopReason,
     ThinkingConfig, ToolChoice, ToolDef, WireDialect,
 };
 
@@ -24,6 +24,7 @@ enum Context {
     /// Inside a `tool_result`: text and images only.
     ToolResult,
     /// An upstream response: unknown blocks (server tools) are skipped.
+    #[cfg_attr(not(test), expect(dead_code, reason = "whole responses are decoded by unit tests only"))]
     Response,
 }
 
@@ -358,6 +359,12 @@ pub(crate) fn stop_reason(reason: &str) -> StopReason {
     }
 }
 
+#[cfg(test)]
+use crate::dialect::anthropic::types::WireResponse;
+#[cfg(test)]
+use crate::model::Response;
+
+#[cfg(test)]
 pub(crate) fn decode_response(body: &[u8]) -> Result<Response, DecodeError> {
     let wire: WireResponse = from_json(body)?;
     let mut content = Vec::with_capacity(wire.content.len());

@@ -1,7 +1,8 @@
 //! Anthropic Messages (`/v1/messages`).
 //!
 //! Inbound: [`decode_request`], [`encode_response`], [`StreamEncoder`], [`encode_error`].
-//! Outbound: [`encode_request`], [`decode_response`], [`StreamDecoder`], [`decode_error`].
+//! Outbound: [`encode_request`], [`StreamDecoder`], [`decode_error`] (upstreams always stream;
+//! `decode::decode_response` is a unit-test helper).
 //!
 //! Files: `types.rs` (serde wire structs), `decode.rs` / `encode.rs` (whole bodies), `stream.rs`
 //! (SSE in both directions), `tests.rs` (fixture-driven tests over `tests/fixtures/anthropic/`).
@@ -73,10 +74,11 @@ pub fn encode_request(req: &model::Request, upstream_model: &str, opts: &EncodeO
     encode::encode_request(req, upstream_model, opts)
 }
 
-/// Decodes a non-streamed upstream response. `created_ms` is left at 0 (no clock here).
-pub fn decode_response(body: &[u8]) -> Result<model::Response, DecodeError> {
-    decode::decode_response(body)
-}
+/// The engine always streams from upstreams, so it never decodes a whole response body; this
+/// decoder exists for the unit tests of this dialect only (behaviour tests read what a client
+/// received with their own hand-written reader).
+#[cfg(test)]
+use decode::decode_response;
 
 /// The error an upstream reported with a non-2xx `status` and `body`: the one reader shared by
 /// every dialect ([`crate::dialect::error`]).
@@ -135,6 +137,14 @@ impl StreamDecoder {
     /// Ends tool calls whose block the upstream never closed (a cut-off stream).
     pub fn finish(&mut self, out: &mut Vec<model::StreamEvent>) {
         self.state.finish(out);
+    }
+
+    /// The types of the content blocks skipped so far, each once in the order first seen: server
+    /// tool calls and their results (`server_tool_use`, `web_search_tool_result`,
+    /// `web_fetch_tool_result`, `code_execution_tool_result`, `mcp_tool_use`, ...) and unknown
+    /// blocks. The canonical model has no form for them; the answer's text around them is kept.
+    pub fn skipped(&self) -> &[String] {
+        self.state.skipped()
     }
 }
 

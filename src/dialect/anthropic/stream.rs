@@ -464,11 +464,18 @@ pub(crate) struct DecoderState {
     /// Upstream block index → what that block is.
     blocks: BTreeMap<u64, UpstreamBlock>,
     next_tool: u32,
+    /// The types of the blocks skipped so far (server tools and their results, unknown blocks),
+    /// each once, in the order first seen.
+    skipped: Vec<String>,
 }
 
 impl DecoderState {
     pub(crate) fn is_done(&self) -> bool {
         self.done
+    }
+
+    pub(crate) fn skipped(&self) -> &[String] {
+        &self.skipped
     }
 
     pub(crate) fn decode(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
@@ -564,6 +571,9 @@ impl DecoderState {
             }
             other => {
                 tracing::warn!(block_type = other, index = ev.index, "anthropic: unsupported stream block skipped");
+                if !self.skipped.iter().any(|s| s == other) {
+                    self.skipped.push(other.to_owned());
+                }
                 UpstreamBlock::Skipped
             }
         };

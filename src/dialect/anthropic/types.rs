@@ -186,7 +186,8 @@ pub(crate) struct ToolResultBlock {
     pub is_error: Option<bool>,
 }
 
-/// A non-streamed `/v1/messages` response.
+/// A non-streamed `/v1/messages` response (read by the unit tests only: upstreams always stream).
+#[cfg(test)]
 #[derive(Debug, Deserialize)]
 pub(crate) struct WireResponse {
     #[serde(default)]

@@ -5,7 +5,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::dialect::openai_chat::StreamOptions;
-use crate::dialect::openai_chat::types::{ChatCompletion, ChatRequest, Content, InMessage, InPart, InToolCall};
+#[cfg(test)]
+use crate::dialect::openai_chat::types::ChatCompletion;
+use crate::dialect::openai_chat::types::{ChatRequest, Content, InMessage, InPart, InToolCall};
 use crate::dialect::{DecodeError, from_json};
 use crate::model::reasoning::Envelope;
 use crate::model::{
@@ -309,6 +311,7 @@ pub(crate) fn stop_reason(finish_reason: &str) -> StopReason {
     }
 }
 
+#[cfg(test)]
 pub(crate) fn decode_response(body: &[u8]) -> Result<model::Response, DecodeError> {
     let completion: ChatCompletion = from_json_strict(body)?;
     let choice = completion.choices.and_then(|c| c.into_iter().next());

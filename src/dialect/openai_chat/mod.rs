@@ -2,7 +2,8 @@
 //! (DeepSeek, Kimi, Qwen/DashScope, OpenRouter, Ollama, vLLM, LM Studio).
 //!
 //! Inbound: [`decode_request`], [`encode_response`], [`StreamEncoder`], [`encode_error`].
-//! Outbound: [`encode_request`], [`decode_response`], [`StreamDecoder`], [`decode_error`].
+//! Outbound: [`encode_request`], [`StreamDecoder`], [`decode_error`] (upstreams always stream;
+//! `decode::decode_response` is a unit-test helper).
 //!
 //! Vendor dialects handled here:
 //! - DeepSeek's `reasoning_content` (requests, responses, stream deltas) and its
@@ -98,10 +99,11 @@ pub fn encode_request(req: &model::Request, upstream_model: &str, opts: &EncodeO
     encode::encode_request(req, upstream_model, opts)
 }
 
-/// Decodes an upstream (non-streamed) `chat.completion` body.
-pub fn decode_response(body: &[u8]) -> Result<model::Response, DecodeError> {
-    decode::decode_response(body)
-}
+/// The engine always streams from upstreams, so it never decodes a whole response body; this
+/// decoder exists for the unit tests of this dialect only (behaviour tests read what a client
+/// received with their own hand-written reader).
+#[cfg(test)]
+use decode::decode_response;
 
 /// The error an upstream reported with a non-2xx `status` and `body`: the one reader shared by
 /// every dialect ([`crate::dialect::error`]).

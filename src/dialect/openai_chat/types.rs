@@ -201,6 +201,7 @@ impl<'de> Deserialize<'de> for StringOrList {
 // Upstream response
 // ---------------------------------------------------------------------------------------------
 
+#[cfg(test)]
 #[derive(Debug, Deserialize)]
 pub(crate) struct ChatCompletion {
     #[serde(default)]
@@ -215,6 +216,7 @@ pub(crate) struct ChatCompletion {
     pub usage: Option<WireUsageIn>,
 }
 
+#[cfg(test)]
 #[derive(Debug, Deserialize)]
 pub(crate) struct OutChoice {
     #[serde(default)]
@@ -223,6 +225,7 @@ pub(crate) struct OutChoice {
     pub finish_reason: Option<String>,
 }
 
+#[cfg(test)]
 #[derive(Debug, Deserialize)]
 pub(crate) struct OutMessage {
     #[serde(default)]

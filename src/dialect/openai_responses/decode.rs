@@ -1,10 +1,13 @@
 //! Decoding: inbound requests (input items into canonical messages) and upstream response objects
 //! (upstream error bodies: [`crate::dialect::error`]).
 
+#[cfg(test)]
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::dialect::openai_responses::types::{Content, InItem, InPart, Input, ResponsesRequest, WireUsageIn};
+#[cfg(test)]
+use crate::dialect::openai_responses::types::WireUsageIn;
+use crate::dialect::openai_responses::types::{Content, InItem, InPart, Input, ResponsesRequest};
 use crate::dialect::openai_responses::{REDACTED_PREFIX, RequestOptions};
 use crate::dialect::{DecodeError, from_json};
 use crate::model::reasoning::{Envelope, is_envelope};
@@ -424,6 +427,7 @@ fn decode_tool_output(path: &str, output: Option<Content>) -> Result<Vec<Part>, 
 // Upstream response objects
 // ---------------------------------------------------------------------------------------------
 
+#[cfg(test)]
 #[derive(Debug, Deserialize)]
 pub(crate) struct WireResponse {
     #[serde(default)]
@@ -489,6 +493,7 @@ pub(crate) fn output_parts(items: Vec<InItem>) -> Result<Vec<Part>, DecodeError>
 }
 
 /// Unix milliseconds from `created_at` (seconds, integer or float).
+#[cfg(test)]
 pub(crate) fn created_ms(created_at: Option<&Value>) -> i64 {
     match created_at.and_then(Value::as_f64) {
         Some(secs) if secs.is_finite() => (secs * 1000.0) as i64,
@@ -496,6 +501,7 @@ pub(crate) fn created_ms(created_at: Option<&Value>) -> i64 {
     }
 }
 
+#[cfg(test)]
 pub(crate) fn decode_response(body: &[u8]) -> Result<model::Response, DecodeError> {
     let resp: WireResponse = from_json(body)?;
     let content = output_parts(resp.output.unwrap_or_default())?;

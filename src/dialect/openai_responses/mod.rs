@@ -1,7 +1,8 @@
 //! OpenAI Responses (`/v1/responses`), the API Codex CLI requires.
 //!
 //! Inbound: [`decode_request`], [`encode_response`], [`StreamEncoder`], [`encode_error`].
-//! Outbound: [`encode_request`], [`decode_response`], [`StreamDecoder`], [`decode_error`].
+//! Outbound: [`encode_request`], [`StreamDecoder`], [`decode_error`] (upstreams always stream;
+//! `decode::decode_response` is a unit-test helper).
 //!
 //! Files: `types.rs` (serde wire structs), `decode.rs` / `encode.rs` (whole bodies), `stream.rs`
 //! (SSE in both directions), `tests.rs` (fixture-driven tests over
@@ -108,10 +109,11 @@ pub fn encode_request(req: &model::Request, upstream_model: &str, opts: &EncodeO
     encode::encode_request(req, upstream_model, opts)
 }
 
-/// Decodes an upstream (non-streamed) `response` object.
-pub fn decode_response(body: &[u8]) -> Result<model::Response, DecodeError> {
-    decode::decode_response(body)
-}
+/// The engine always streams from upstreams, so it never decodes a whole response body; this
+/// decoder exists for the unit tests of this dialect only (behaviour tests read what a client
+/// received with their own hand-written reader).
+#[cfg(test)]
+use decode::decode_response;
 
 /// The error an upstream reported with a non-2xx `status` and `body`: the one reader shared by
 /// every dialect ([`crate::dialect::error`]).

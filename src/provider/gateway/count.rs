@@ -140,6 +140,7 @@ impl Gateway {
                 model_id: None,
                 provider: None,
                 upstream_model: None,
+                notes: Vec::new(),
             })
             .await;
         result

@@ -1,5 +1,5 @@
 //! Test harness: a scriptable mock upstream, an engine on port 0 with a temp data dir, and
-//! helpers to read a client's stream back into canonical form.
+//! helpers to read what a client received (`wire`, written from the vendors' formats).
 
 pub mod cursor_client;
 pub mod cursor_schema;
@@ -8,17 +8,13 @@ pub mod lingma;
 pub mod mock;
 pub mod skip;
 pub mod vendor;
+pub mod wire;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
-use futures::StreamExt;
 use keyhaven::app::{Engine, EngineExtras, EngineHandle};
 use keyhaven::config::{EngineConfig, load_str};
-use keyhaven::dialect::sse::SseEvent;
-use keyhaven::dialect::{anthropic, openai_chat, openai_responses};
-use keyhaven::model::{Accumulator, Response, StreamEvent};
 use keyhaven::secrets::{Keyring, MemoryKeyring, Secrets};
 use keyhaven::store::CallDetail;
 use secrecy::SecretString;
@@ -256,63 +252,6 @@ impl TestEngine {
             e.shutdown(Duration::from_secs(5)).await;
         }
         self.dir
-    }
-}
-
-/// Parses a whole SSE body.
-pub async fn parse_sse(text: &str) -> Vec<SseEvent> {
-    let chunks = futures::stream::iter([Ok::<_, std::convert::Infallible>(bytes::Bytes::from(text.to_owned()))]);
-    chunks
-        .eventsource()
-        .filter_map(|ev| async move { ev.ok() })
-        .map(|ev| SseEvent { event: (ev.event != "message").then_some(ev.event), data: ev.data })
-        .collect()
-        .await
-}
-
-/// Decodes what a client received in its dialect back into canonical events.
-pub async fn client_events(client: Client, text: &str) -> Vec<StreamEvent> {
-    let mut out = Vec::new();
-    match client {
-        Client::Openai => {
-            let mut d = openai_chat::StreamDecoder::new();
-            for ev in parse_sse(text).await {
-                d.decode(&ev, &mut out).expect("client stream decodes");
-            }
-            d.finish(&mut out);
-        }
-        Client::Anthropic => {
-            let mut d = anthropic::StreamDecoder::new();
-            for ev in parse_sse(text).await {
-                d.decode(&ev, &mut out).expect("client stream decodes");
-            }
-            d.finish(&mut out);
-        }
-        Client::Responses => {
-            let mut d = openai_responses::StreamDecoder::new();
-            for ev in parse_sse(text).await {
-                d.decode(&ev, &mut out).expect("client stream decodes");
-            }
-            d.finish(&mut out);
-        }
-    }
-    out
-}
-
-pub fn accumulate(events: &[StreamEvent]) -> Response {
-    let mut acc = Accumulator::new();
-    for e in events {
-        acc.push(e);
-    }
-    acc.finish(0)
-}
-
-/// Decodes a non-streamed answer in the client's dialect.
-pub fn client_response(client: Client, body: &[u8]) -> Response {
-    match client {
-        Client::Openai => openai_chat::decode_response(body).expect("openai response decodes"),
-        Client::Anthropic => anthropic::decode_response(body).expect("anthropic response decodes"),
-        Client::Responses => openai_responses::decode_response(body).expect("responses response decodes"),
     }
 }
 

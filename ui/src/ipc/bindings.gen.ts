@@ -284,7 +284,12 @@ requestBody: string | null,
 /**
  * The canonical JSON answer.
  */
-responseBody: string | null, priceVersion: string | null, };
+responseBody: string | null, priceVersion: string | null, 
+/**
+ * What Keyhaven changed about the call that the user should know (e.g. a server tool the
+ * upstream cannot run, left out of the request); empty when nothing.
+ */
+notes: Array<string>, };
 
 export type Deleted = { deleted: number, };
 

@@ -279,6 +279,16 @@ function CallDetailView({ id }: { id: string }) {
         {(d) => (
           <>
             <Summary c={d.summary} priceVersion={d.priceVersion} />
+            {d.notes.length > 0 && (
+              <section class="notes">
+                <h2>Notes</h2>
+                <ul>
+                  {d.notes.map((n) => (
+                    <li>{n}</li>
+                  ))}
+                </ul>
+              </section>
+            )}
             <h2>Request body</h2>
             {d.requestBody === null ? <p class="muted">No body recorded (bodies are kept only while “capture bodies” is on in Settings).</p> : <pre class="body" tabIndex={0}>{prettyBody(d.requestBody)}</pre>}
             <h2>Response body</h2>
