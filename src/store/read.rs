@@ -457,3 +457,26 @@ pub(crate) fn sessions(conn: &Connection, since_ms: i64, limit: u32) -> Result<V
         .collect::<rusqlite::Result<_>>()?;
     Ok(rows)
 }
+
+/// Spend of the calls started at or after `since_ms` (finished ones; a call in flight has no cost
+/// yet), one row per client, provider, routed model and model id: the budgets' seed. Reads
+/// `calls` through its `started_ms` index; a budget downgrade counts as the model it went to.
+pub(crate) fn spend_since(conn: &Connection, since_ms: i64) -> Result<Vec<crate::model::SpendRow>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT client, provider, COALESCE(budget_downgrade, model), model_id, SUM(cost_micros) \
+         FROM calls WHERE started_ms >= ?1 AND cost_micros > 0 \
+         GROUP BY client, provider, COALESCE(budget_downgrade, model), model_id",
+    )?;
+    let rows = stmt
+        .query_map([since_ms], |row| {
+            Ok(crate::model::SpendRow {
+                client: row.get(0)?,
+                provider: row.get(1)?,
+                model: row.get(2)?,
+                model_id: row.get(3)?,
+                cost_micros: to_u64(row.get(4)?),
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}

@@ -15,6 +15,11 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0006_create_pending_and_acked_blobs.sql"),
     include_str!("migrations/0007_add_call_session.sql"),
     include_str!("migrations/0008_create_reasoning_memory.sql"),
+    // MERGE: 0009 and 0010 come from other branches; these two no-op placeholders keep 0011 at
+    // its number here and are to be replaced by them.
+    "-- placeholder for 0009",
+    "-- placeholder for 0010",
+    include_str!("migrations/0011_add_call_budget_downgrade.sql"),
 ];
 
 /// The newest schema version this build knows.

@@ -33,6 +33,7 @@ fn start(id: &str, started_ms: i64, model: &str) -> CallStart {
         conversation_id: None,
         request_id: None,
         session_id: None,
+        budget_downgrade: None,
     }
 }
 

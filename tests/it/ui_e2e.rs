@@ -158,6 +158,7 @@ fn fixture(dir: &Path) -> (PathBuf, EngineExtras, Arc<FakeKeychain>) {
     std::fs::write(home.join(".config/Cursor/User/settings.json"), CURSOR_SETTINGS).expect("cursor settings");
     let keychain = Arc::new(FakeKeychain::default());
     let extras = EngineExtras {
+        local_offset_s: None,
         trust: Some(TrustEnv {
             os: TrustOs::MacOs,
             root: dir.join("fsroot"),
