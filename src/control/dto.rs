@@ -531,6 +531,8 @@ pub struct CallSummary {
     pub request_id: Option<String>,
     /// The client's own session (Claude Code's `X-Claude-Code-Session-Id`, Codex's `session_id`).
     pub session_id: Option<String>,
+    /// The cheaper model or group a budget sent the call to (`model` is what the client asked for).
+    pub budget_downgrade: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -146,6 +146,8 @@ pub struct CallSummary {
     pub request_id: Option<String>,
     /// The client's own session (Claude Code, Codex), when it sent one.
     pub session_id: Option<String>,
+    /// The cheaper model or group a budget sent the call to (`model` is what the client asked for).
+    pub budget_downgrade: Option<String>,
 }
 
 /// One call with its captured bodies.
@@ -162,7 +164,7 @@ pub struct CallDetail {
 const SUMMARY_COLUMNS: &str = "id, started_ms, finished_ms, status, dialect, client, model, model_id, provider, \
      upstream_model, stream, http_status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, \
      reasoning_tokens, usage_estimated, cost_micros, price_version, ttft_ms, total_ms, retries, error_kind, \
-     error_message, conversation_id, request_id, session_id";
+     error_message, conversation_id, request_id, session_id, budget_downgrade";
 
 fn to_u64(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
@@ -214,6 +216,7 @@ fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<CallSummary> {
         conversation_id: row.get(25)?,
         request_id: row.get(26)?,
         session_id: row.get(27)?,
+        budget_downgrade: row.get(28)?,
     })
 }
 
@@ -264,9 +267,9 @@ pub(crate) fn call_detail(conn: &Connection, id: &str) -> Result<Option<CallDeta
         .query_row([id], |row| {
             Ok(CallDetail {
                 summary: summary_from_row(row)?,
-                request_body: row.get(28)?,
-                response_body: row.get(29)?,
-                process_epoch: row.get(30)?,
+                request_body: row.get(29)?,
+                response_body: row.get(30)?,
+                process_epoch: row.get(31)?,
             })
         })
         .optional()?;
