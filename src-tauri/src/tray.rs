@@ -140,7 +140,17 @@ pub fn install<R: Runtime>(app: &AppHandle<R>) -> tauri::Result<()> {
         builder = builder.icon(i);
     }
     builder.build(app)?;
-    app.manage(Tray { status, spend, start, stop, routing, modes, copy, restore, restore_on_stop: AtomicBool::new(false) });
+    app.manage(Tray {
+        status,
+        spend,
+        start,
+        stop,
+        routing,
+        modes,
+        copy,
+        restore,
+        restore_on_stop: AtomicBool::new(false),
+    });
 
     // Spend changes with every call: polled (a read of in-memory counters, no SQL).
     let poller = app.clone();

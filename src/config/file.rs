@@ -141,7 +141,9 @@ pub fn parse_time_zone(tz: Option<&str>) -> Result<Option<i32>, String> {
         return Ok(Some(0));
     }
     let bad = || {
-        format!("time_zone: `{tz}` is not \"local\", \"UTC\" or an offset such as \"+02:00\" (named zones are not supported)")
+        format!(
+            "time_zone: `{tz}` is not \"local\", \"UTC\" or an offset such as \"+02:00\" (named zones are not supported)"
+        )
     };
     let (sign, rest) = match tz.as_bytes().first() {
         Some(b'+') => (1, &tz[1..]),
@@ -1060,7 +1062,10 @@ fn validate_budgets(
         }
         match (b.on_limit, &b.downgrade_to) {
             (BudgetAction::Downgrade, None) => {
-                return Err((span, format!("budgets.downgrade_to: `{n}` has on_limit = \"downgrade\" but no downgrade_to")));
+                return Err((
+                    span,
+                    format!("budgets.downgrade_to: `{n}` has on_limit = \"downgrade\" but no downgrade_to"),
+                ));
             }
             (BudgetAction::Downgrade, Some(t)) if !names.contains(t.as_str()) => {
                 return Err((span, format!("budgets.downgrade_to: `{n}` names an unknown model or group `{t}`")));

@@ -1,6 +1,8 @@
 //! Config parsing and validation tests.
 
-use crate::config::{BudgetAction, BudgetPeriod, ConfigError, KeyRef, ProviderKind, TEMPLATE, load_str, parse_time_zone};
+use crate::config::{
+    BudgetAction, BudgetPeriod, ConfigError, KeyRef, ProviderKind, TEMPLATE, load_str, parse_time_zone,
+};
 
 const GOOD: &str = r#"
 [server]
@@ -53,6 +55,9 @@ fn template_is_valid_and_empty() {
     assert_eq!(c.providers[3].kind, ProviderKind::Lingma);
     assert_eq!(c.models[3].tools, crate::config::ToolsMode::Emulated);
     assert_eq!(c.models[3].timeouts.first_byte, Some(300_000));
+    assert_eq!(c.budgets.len(), 1);
+    assert_eq!(c.budgets[0].on_limit, BudgetAction::Downgrade);
+    assert_eq!(c.time_zone.as_deref(), Some("local"));
 }
 
 #[test]
@@ -279,7 +284,10 @@ fn budgets_are_validated_with_clear_errors() {
         ("name = \"b\"\nlimit_usd = 0\n", "needs a limit above 0"),
         ("name = \"b\"\nlimit_usd = 1\nmodel = \"nope\"\n", "unknown model or group `nope`"),
         ("name = \"b\"\nlimit_usd = 1\nprovider = \"q\"\n", "unknown provider `q`"),
-        ("name = \"b\"\nlimit_usd = 1\nprovider = \"p\"\nmodel = \"m\"\n", "more than one of client, provider and model"),
+        (
+            "name = \"b\"\nlimit_usd = 1\nprovider = \"p\"\nmodel = \"m\"\n",
+            "more than one of client, provider and model",
+        ),
         ("name = \"b\"\nlimit_usd = 1\non_limit = \"downgrade\"\n", "no downgrade_to"),
         ("name = \"b\"\nlimit_usd = 1\nsoft_percent = 0\n", "from 1 to 100"),
         ("name = \"b\"\nlimit_usd = 1\nperiod = \"year\"\n", "unknown variant `year`"),

@@ -21,8 +21,7 @@ pub(crate) fn offset_of(file: &FileConfig, local_offset_s: i32) -> i32 {
 pub async fn apply(gateway: &Gateway, store: &Store, file: &FileConfig, local_offset_s: i32) {
     let offset = offset_of(file, local_offset_s);
     let now = crate::clock::now_ms();
-    let mut starts: Vec<i64> =
-        file.budgets.iter().map(|b| budget::period_bounds(b.period, offset, now).0).collect();
+    let mut starts: Vec<i64> = file.budgets.iter().map(|b| budget::period_bounds(b.period, offset, now).0).collect();
     starts.push(budget::period_bounds(BudgetPeriod::Day, offset, now).0);
     starts.sort_unstable();
     starts.dedup();
@@ -37,7 +36,13 @@ pub async fn apply(gateway: &Gateway, store: &Store, file: &FileConfig, local_of
     }
     let catalog = gateway.catalog();
     let name_of = |id: &str| catalog.models().iter().find(|m| m.id == id).map(|m| m.name.clone());
-    gateway.budgets().configure(&file.budgets, offset, now, &mut |since| seeds.remove(&since).unwrap_or_default(), &name_of);
+    gateway.budgets().configure(
+        &file.budgets,
+        offset,
+        now,
+        &mut |since| seeds.remove(&since).unwrap_or_default(),
+        &name_of,
+    );
 }
 
 fn scope_of(s: &BudgetState) -> dto::BudgetScope {
@@ -105,7 +110,9 @@ fn check(input: &dto::BudgetInput) -> Result<(), ControlError> {
     match (input.scope, target) {
         (dto::BudgetScope::All, Some(_)) => Err(ControlError::Invalid("a budget on everything names no target".into())),
         (dto::BudgetScope::All, None) => Ok(()),
-        (_, None) => Err(ControlError::Invalid("name the client, provider, or model or group the budget limits".into())),
+        (_, None) => {
+            Err(ControlError::Invalid("name the client, provider, or model or group the budget limits".into()))
+        }
         (_, Some(_)) => Ok(()),
     }
 }
@@ -113,7 +120,8 @@ fn check(input: &dto::BudgetInput) -> Result<(), ControlError> {
 fn write(t: &mut Table, b: &dto::BudgetInput) {
     let keep = |t: &mut Table, key: &str, v: Option<Value>| match v {
         Some(v) => {
-            let same = t.get(key).and_then(Item::as_value).is_some_and(|o| o.to_string().trim() == v.to_string().trim());
+            let same =
+                t.get(key).and_then(Item::as_value).is_some_and(|o| o.to_string().trim() == v.to_string().trim());
             if !same {
                 t[key] = Item::Value(v);
             }
@@ -124,9 +132,11 @@ fn write(t: &mut Table, b: &dto::BudgetInput) {
     };
     keep(t, "name", Some(Value::from(b.name.trim())));
     let target = b.target.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(Value::from);
-    for (key, scope) in
-        [("client", dto::BudgetScope::Client), ("provider", dto::BudgetScope::Provider), ("model", dto::BudgetScope::Model)]
-    {
+    for (key, scope) in [
+        ("client", dto::BudgetScope::Client),
+        ("provider", dto::BudgetScope::Provider),
+        ("model", dto::BudgetScope::Model),
+    ] {
         keep(t, key, if b.scope == scope { target.clone() } else { None });
     }
     keep(t, "period", Some(Value::from(period_str(b.period))));
@@ -137,7 +147,11 @@ fn write(t: &mut Table, b: &dto::BudgetInput) {
         dto::BudgetAction::Downgrade => "downgrade",
     };
     keep(t, "on_limit", Some(Value::from(action)));
-    let to = b.downgrade_to.as_deref().map(str::trim).filter(|s| !s.is_empty() && b.on_limit == dto::BudgetAction::Downgrade);
+    let to = b
+        .downgrade_to
+        .as_deref()
+        .map(str::trim)
+        .filter(|s| !s.is_empty() && b.on_limit == dto::BudgetAction::Downgrade);
     keep(t, "downgrade_to", to.map(Value::from));
 }
 

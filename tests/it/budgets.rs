@@ -67,7 +67,11 @@ fn follow_up(model: &str, first: &str) -> Value {
 fn next_month_reset() -> (i64, String) {
     let offset = time::UtcOffset::from_hms(2, 0, 0).expect("offset");
     let now = time::OffsetDateTime::now_utc().to_offset(offset);
-    let (y, m) = if now.month() == time::Month::December { (now.year() + 1, 1u8) } else { (now.year(), u8::from(now.month()) + 1) };
+    let (y, m) = if now.month() == time::Month::December {
+        (now.year() + 1, 1u8)
+    } else {
+        (now.year(), u8::from(now.month()) + 1)
+    };
     let date = time::Date::from_calendar_date(y, time::Month::try_from(m).expect("month"), 1).expect("date");
     let at = date.midnight().assume_offset(offset);
     (at.unix_timestamp() * 1000, format!("{y:04}-{m:02}-01T00:00:00+02:00"))
@@ -164,7 +168,8 @@ on_limit = "refuse"
         "Keyhaven budget `cap` is used up (limit $0.01 per month); new calls are refused until it resets at \
          {reset_at}. Raise the limit or change the budget on the dashboard (Budgets)"
     );
-    let openai = json!({"error": {"message": message, "type": "budget_exceeded", "param": null, "code": "budget_exceeded"}});
+    let openai =
+        json!({"error": {"message": message, "type": "budget_exceeded", "param": null, "code": "budget_exceeded"}});
     let anthropic = json!({"type": "error", "error": {"type": "budget_exceeded", "message": message}});
     for (client, want) in [(Client::Openai, &openai), (Client::Anthropic, &anthropic), (Client::Responses, &openai)] {
         for stream in [false, true] {
@@ -312,7 +317,8 @@ async fn budgets_are_edited_through_the_control_api_and_written_to_the_config_fi
     assert_eq!(mock.seen()[1].body["model"], "small-upstream");
 
     // A bad budget is refused with the validation's words, and nothing is written.
-    let bad = json!({"name": "x", "scope": "model", "target": "nope", "period": "day", "limitUsd": 1, "onLimit": "refuse"});
+    let bad =
+        json!({"name": "x", "scope": "model", "target": "nope", "period": "day", "limitUsd": 1, "onLimit": "refuse"});
     let (status, body) = engine.control(reqwest::Method::POST, "/api/budgets", Some(bad)).await;
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("unknown model or group `nope`"), "{body}");

@@ -29,7 +29,10 @@ fn periods_start_at_local_midnight_monday_and_the_first() {
     assert_eq!(period_bounds(BudgetPeriod::Day, 0, now), (ms(2026, 12, 1, 0, 0), ms(2026, 12, 2, 0, 0)));
     assert_eq!(period_bounds(BudgetPeriod::Week, 7200, now), (ms(2026, 11, 30, 0, 2), ms(2026, 12, 7, 0, 2)));
     assert_eq!(period_bounds(BudgetPeriod::Month, 7200, now), (ms(2026, 12, 1, 0, 2), ms(2027, 1, 1, 0, 2)));
-    assert_eq!(period_bounds(BudgetPeriod::Month, -18000, ms(2027, 2, 28, 23, -5)), (ms(2027, 2, 1, 0, -5), ms(2027, 3, 1, 0, -5)));
+    assert_eq!(
+        period_bounds(BudgetPeriod::Month, -18000, ms(2027, 2, 28, 23, -5)),
+        (ms(2027, 2, 1, 0, -5), ms(2027, 3, 1, 0, -5))
+    );
 }
 
 #[test]
@@ -37,7 +40,13 @@ fn in_flight_estimates_count_until_the_finish_and_a_new_period_starts_at_zero() 
     let b = Budgets::default();
     let cfg = budget("name = \"d\"\nperiod = \"day\"\nlimit_usd = 1\n");
     let t0 = ms(2026, 12, 2, 10, 0);
-    let seed = SpendRow { client: "c".into(), provider: Some("p".into()), model: "m".into(), model_id: None, cost_micros: 400_000 };
+    let seed = SpendRow {
+        client: "c".into(),
+        provider: Some("p".into()),
+        model: "m".into(),
+        model_id: None,
+        cost_micros: 400_000,
+    };
     b.configure(&[cfg], 0, t0, &mut |_| vec![seed.clone()], &|_| None);
     let key = SpendKey { client: "c", provider: Some("p"), requested: "m", model: Some("m") };
     let r = b.reserve(&key, 700_000, t0);
@@ -59,9 +68,16 @@ fn in_flight_estimates_count_until_the_finish_and_a_new_period_starts_at_zero() 
 #[test]
 fn a_downgrade_applies_to_new_conversations_only() {
     let b = Budgets::default();
-    let cfg = budget("name = \"d\"\nmodel = \"m\"\nlimit_usd = 0.5\non_limit = \"downgrade\"\ndowngrade_to = \"cheap\"\n");
+    let cfg =
+        budget("name = \"d\"\nmodel = \"m\"\nlimit_usd = 0.5\non_limit = \"downgrade\"\ndowngrade_to = \"cheap\"\n");
     let now = ms(2026, 12, 2, 10, 0);
-    let seed = SpendRow { client: "c".into(), provider: Some("p".into()), model: "m".into(), model_id: None, cost_micros: 600_000 };
+    let seed = SpendRow {
+        client: "c".into(),
+        provider: Some("p".into()),
+        model: "m".into(),
+        model_id: None,
+        cost_micros: 600_000,
+    };
     b.configure(&[cfg], 0, now, &mut |_| vec![seed.clone()], &|_| None);
     let key = SpendKey { client: "claude-cli/2.0", provider: Some("p"), requested: "m", model: Some("m") };
     assert_eq!(b.check(&key, None, now), Decision::Downgrade { budget: "d".into(), to: "cheap".into() });
