@@ -225,6 +225,7 @@ async fn ui_walkthrough_in_chromium() {
     assert!(text.contains("name = \"e2e-model\"") && text.contains("aliases = [\"e2e-alias\"]"), "{text}");
     assert!(text.contains("mode = \"upstream\""), "{text}");
     assert!(!text.contains(UI_KEY), "keys never go into the config file");
+    assert!(text.contains("[[budgets]]\nname = \"e2e-monthly\""), "the budget from the Budgets page: {text}");
     assert_eq!(engine.handle.proxy.as_ref().expect("proxy").mode.get(), RoutingMode::Upstream);
     // The key typed into the form reached the upstream.
     let auth: Vec<String> = mock
