@@ -151,10 +151,11 @@ impl Item {
         }
     }
 
-    /// Logs the soft-threshold warning once per period.
-    fn warn_once(&mut self) {
+    /// Logs the soft-threshold warning once per period; true when it did.
+    fn warn_once(&mut self) -> bool {
         let s = self.state();
-        if s.warning() && self.warned != Some(self.start) {
+        let due = s.warning() && self.warned != Some(self.start);
+        if due {
             self.warned = Some(self.start);
             tracing::warn!(
                 budget = %s.name,
@@ -167,6 +168,7 @@ impl Item {
                 s.period.as_str()
             );
         }
+        due
     }
 }
 
@@ -303,7 +305,7 @@ impl Budgets {
             if let Some(old) = st.items.iter().find(|o| o.cfg.name() == item.cfg.name()) {
                 item.warned = old.warned;
             }
-            item.warn_once();
+            let _ = item.warn_once();
         }
         st.generation += 1;
         st.offset_s = offset_s;
@@ -405,7 +407,7 @@ impl Budgets {
         for item in &mut st.items {
             if started >= item.start && started < item.end && item.matches(key) {
                 item.spent = item.spent.saturating_add(cost_micros);
-                item.warn_once();
+                let _ = item.warn_once();
             }
         }
     }

@@ -94,3 +94,19 @@ fn client_budgets_match_the_recorded_name_or_the_clients_user_agent() {
     assert!(client_matches("my-token", "my-token"));
     assert!(!client_matches("cursor", "claude-code"));
 }
+
+#[test]
+fn the_soft_threshold_is_logged_once_per_period() {
+    let cfg = budget("name = \"w\"\nperiod = \"day\"\nlimit_usd = 1\nsoft_percent = 50\n");
+    let t0 = ms(2026, 12, 2, 10, 0);
+    let (start, end) = period_bounds(BudgetPeriod::Day, 0, t0);
+    let mut item = Item { limit: cfg.limit_micros(), cfg, start, end, spent: 400_000, reserved: 0, warned: None };
+    assert!(!item.warn_once(), "40 % is below the threshold");
+    item.spent = 500_000;
+    assert!(item.warn_once(), "50 % reaches it: logged");
+    item.spent = 900_000;
+    assert!(!item.warn_once(), "not again in the same period");
+    item.roll(0, end + 1);
+    item.spent = 600_000;
+    assert!(item.warn_once(), "a new period warns again");
+}
