@@ -329,3 +329,35 @@ async fn budgets_are_edited_through_the_control_api_and_written_to_the_config_fi
     assert!(keyhaven::config::load_str("config.toml", &file).expect("valid").budgets.is_empty());
     engine.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cursor_gets_a_visible_notice_when_a_budget_refuses() {
+    use keyhaven::cursor::protocol::aiserver;
+    use keyhaven::cursor::protocol::connect::Code;
+
+    use crate::cursor_sim::{FrameReader, run_request, sim_with};
+    // gpt-4o-mini at the shipped table's price: one call costs more than 1 µ$.
+    let s = sim_with(
+        &format!(
+            "[proxy]\nmode = \"local\"\n{}\n[[budgets]]\nname = \"cap\"\nlimit_usd = 0.000001\n",
+            crate::cursor_sim::SHORT
+        ),
+        "",
+    )
+    .await;
+    s.mock.push(Reply::sse(CHAT_USAGE));
+    let resp = s.te.post(Client::Openai, &ask(Client::Openai, "oa-model", "spend")).await;
+    assert_eq!(resp.status(), 200);
+    let _ = resp.text().await;
+    s.te.wait_calls(1).await;
+
+    s.append("r-budget", 0, &run_request("oa-model", "hi")).await;
+    let (_, end) = FrameReader::new(s.run_sse("r-budget").await).rest().await;
+    let err = end.error.expect("an error end-stream");
+    assert_eq!(err.code, Code::ResourceExhausted);
+    assert_eq!(err.cursor_details().expect("ErrorDetails").error, aiserver::error_details::Error::RateLimited as i32);
+    assert!(err.message.contains("Keyhaven budget reached"), "{err:?}");
+    assert!(err.message.contains("budget `cap` is used up"), "{err:?}");
+    assert_eq!(s.mock.seen().len(), 1, "the refused run never reached the upstream");
+    s.te.stop().await;
+}
