@@ -304,11 +304,15 @@ impl Gateway {
         };
         if refused.is_none() {
             let key = spend_key(&ctx.client, &req.model, route.as_ref());
-            // The engine's own estimate for a call without usage: request bytes / 4 as input.
-            let bytes = ctx.request_body.as_ref().map_or_else(|| text_len(&req), bytes::Bytes::len);
-            let usage = model::Usage { input_tokens: (bytes as u64).div_ceil(4), ..model::Usage::default() };
-            let estimate =
-                guard.price.as_ref().map_or(0, |p| u64::try_from(crate::pricing::cost_micros(p, &usage)).unwrap_or(0));
+            // The engine's own estimate for a call without usage: request bytes / 4 as input
+            // (only worth computing when a budget can use it; today's spend needs none).
+            let estimate = if self.budgets.is_empty() {
+                0
+            } else {
+                let bytes = ctx.request_body.as_ref().map_or_else(|| text_len(&req), bytes::Bytes::len);
+                let usage = model::Usage { input_tokens: (bytes as u64).div_ceil(4), ..model::Usage::default() };
+                guard.price.as_ref().map_or(0, |p| u64::try_from(crate::pricing::cost_micros(p, &usage)).unwrap_or(0))
+            };
             let reservation = self.budgets.reserve(&key, estimate, guard.started_ms);
             guard.budget = Some(BudgetHold {
                 budgets: self.budgets.clone(),
