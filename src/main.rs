@@ -159,6 +159,9 @@ fn host() -> Host {
         appdata: std::env::var_os("APPDATA").map(PathBuf::from),
         temp_dir: std::env::temp_dir(),
         cwd: std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir()),
+        // The system's zone for budget periods; unknown (UTC) where the platform will not say
+        // safely (on Unix, once other threads run).
+        local_offset_s: time::UtcOffset::current_local_offset().ok().map(time::UtcOffset::whole_seconds),
     }
 }
 

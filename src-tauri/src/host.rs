@@ -32,6 +32,9 @@ pub fn host() -> Host {
         appdata: std::env::var_os("APPDATA").map(PathBuf::from),
         temp_dir: std::env::temp_dir(),
         cwd: std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir()),
+        // The system's zone for budget periods; unknown (UTC) where the platform will not say
+        // safely (on Unix, once other threads run).
+        local_offset_s: time::UtcOffset::current_local_offset().ok().map(time::UtcOffset::whole_seconds),
     }
 }
 
@@ -54,6 +57,7 @@ pub fn config_source(args: &Args, logs: Option<LogRing>) -> anyhow::Result<(Conf
     let file = load_config(&paths.config, &mut std::io::sink()).ok();
     let proxy = file.as_ref().map_or_else(|| ProxyConfig::default().listen, |f| f.proxy.listen);
     let extras = EngineExtras {
+        local_offset_s: host.local_offset_s,
         trust: host.trust_env(),
         setup: host.setup_env(&paths, file.as_ref(), &format!("http://{proxy}")),
         logs,

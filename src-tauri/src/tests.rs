@@ -110,3 +110,40 @@ fn tray_labels_name_the_state() {
     s.state = EngineState::Stopped;
     assert_eq!(crate::tray::label(&s), "Keyhaven: stopped");
 }
+
+#[test]
+fn the_tray_spend_line_shows_today_and_the_nearest_budget() {
+    use keyhaven::control::dto::{Budget, BudgetAction, BudgetLevel, BudgetPeriod, BudgetReport, BudgetScope};
+    let monthly = Budget {
+        name: "monthly".into(),
+        scope: BudgetScope::All,
+        target: None,
+        period: BudgetPeriod::Month,
+        limit_usd: 100.0,
+        soft_percent: 80,
+        on_limit: BudgetAction::Refuse,
+        downgrade_to: None,
+        spent_micros: 41_000_000,
+        spent_usd: 41.0,
+        in_flight_micros: 0,
+        percent: 41,
+        level: BudgetLevel::Ok,
+        period_start_ms: 0,
+        reset_ms: 0,
+    };
+    let mut report = BudgetReport {
+        budgets: vec![monthly],
+        today_micros: 3_120_000,
+        today_usd: 3.12,
+        nearest: Some("monthly".into()),
+        utc_offset_s: 0,
+        time_zone: "local".into(),
+    };
+    assert_eq!(crate::tray::spend_line(&report), "Today $3.12 · Monthly 41 %");
+    report.budgets[0].level = BudgetLevel::Warning;
+    report.budgets[0].percent = 85;
+    assert_eq!(crate::tray::spend_line(&report), "Today $3.12 · ⚠ Monthly 85 %");
+    report.budgets.clear();
+    report.nearest = None;
+    assert_eq!(crate::tray::spend_line(&report), "Today $3.12");
+}

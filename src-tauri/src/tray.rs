@@ -3,6 +3,11 @@
 //! checked), Copy endpoint URL, Restore clients on stop (mirrors `[setup] restore_on_stop`) and
 //! Quit. Every action is in the menu (Linux trays deliver no icon clicks). The menu follows the
 //! supervisor's status and is refreshed after every change made from the window.
+//!
+//! Spend: a second line shows today's spend and the budget nearest its limit ("Today $3.12 ·
+//! Monthly 41 %", from `/api/budgets` through the control service), polled every 30 s; a budget
+//! past its warning threshold or its limit is marked there and in the tooltip (the tray's
+//! notice; there is no desktop notification plugin).
 
 use keyhaven::app::supervisor::Supervisor;
 use keyhaven::control::dto::{self, EngineState, RoutingMode};
@@ -19,6 +24,7 @@ pub const TRAY_ID: &str = "keyhaven";
 /// Menu item ids.
 pub mod id {
     pub const STATUS: &str = "status";
+    pub const SPEND: &str = "spend";
     pub const START: &str = "start";
     pub const STOP: &str = "stop";
     pub const OPEN: &str = "open";
@@ -36,6 +42,7 @@ const MODES: [(RoutingMode, &str, &str); 3] = [
 
 struct Tray<R: Runtime> {
     status: MenuItem<R>,
+    spend: MenuItem<R>,
     start: MenuItem<R>,
     stop: MenuItem<R>,
     routing: Submenu<R>,
@@ -77,9 +84,28 @@ pub fn label(status: &dto::AppStatus) -> String {
     }
 }
 
+/// The spend line: today's spend and the budget nearest its limit, marked when it is past its
+/// warning threshold ("Today $3.12 · Monthly 41 %", "Today $9.80 · ⚠ Monthly 98 %").
+pub fn spend_line(report: &dto::BudgetReport) -> String {
+    let today = format!("Today ${:.2}", report.today_micros as f64 / 1e6);
+    let Some(b) = report.budgets.iter().find(|b| Some(&b.name) == report.nearest.as_ref()) else { return today };
+    let period = match b.period {
+        dto::BudgetPeriod::Day => "Daily",
+        dto::BudgetPeriod::Week => "Weekly",
+        dto::BudgetPeriod::Month => "Monthly",
+    };
+    let mark = match b.level {
+        dto::BudgetLevel::Ok => "",
+        dto::BudgetLevel::Warning => "⚠ ",
+        dto::BudgetLevel::Exceeded => "⛔ ",
+    };
+    format!("{today} · {mark}{period} {} %", b.percent)
+}
+
 /// Builds the tray and starts following the supervisor (which must be managed already).
 pub fn install<R: Runtime>(app: &AppHandle<R>) -> tauri::Result<()> {
     let status = MenuItem::with_id(app, id::STATUS, "Keyhaven: starting…", false, None::<&str>)?;
+    let spend = MenuItem::with_id(app, id::SPEND, "Today —", false, None::<&str>)?;
     let start = MenuItem::with_id(app, id::START, "Start", false, None::<&str>)?;
     let stop = MenuItem::with_id(app, id::STOP, "Stop", false, None::<&str>)?;
     let open = MenuItem::with_id(app, id::OPEN, "Open dashboard", true, None::<&str>)?;
@@ -97,6 +123,7 @@ pub fn install<R: Runtime>(app: &AppHandle<R>) -> tauri::Result<()> {
         app,
         &[
             &status,
+            &spend,
             &PredefinedMenuItem::separator(app)?,
             &start,
             &stop,
@@ -113,8 +140,26 @@ pub fn install<R: Runtime>(app: &AppHandle<R>) -> tauri::Result<()> {
         builder = builder.icon(i);
     }
     builder.build(app)?;
-    app.manage(Tray { status, start, stop, routing, modes, copy, restore, restore_on_stop: AtomicBool::new(false) });
+    app.manage(Tray {
+        status,
+        spend,
+        start,
+        stop,
+        routing,
+        modes,
+        copy,
+        restore,
+        restore_on_stop: AtomicBool::new(false),
+    });
 
+    // Spend changes with every call: polled (a read of in-memory counters, no SQL).
+    let poller = app.clone();
+    tauri::async_runtime::spawn(async move {
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+            refresh(&poller).await;
+        }
+    });
     let app = app.clone();
     let mut changes = app.state::<Supervisor>().subscribe();
     tauri::async_runtime::spawn(async move {
@@ -133,16 +178,25 @@ pub async fn refresh<R: Runtime>(app: &AppHandle<R>) {
     let Some(supervisor) = app.try_state::<Supervisor>().map(|s| s.inner().clone()) else { return };
     let status = supervisor.status();
     let running = status.state == EngineState::Running;
-    let (mode, restore) = match supervisor.control() {
-        Some(c) => (c.routing().await.ok().map(|r| r.mode), c.settings().await.ok().map(|s| s.restore_on_stop)),
-        None => (None, None),
+    let (mode, restore, budgets) = match supervisor.control() {
+        Some(c) => (
+            c.routing().await.ok().map(|r| r.mode),
+            c.settings().await.ok().map(|s| s.restore_on_stop),
+            c.budgets().await.ok(),
+        ),
+        None => (None, None, None),
     };
     let Some(tray) = app.try_state::<Tray<R>>() else { return };
     if let Some(r) = restore {
         tray.restore_on_stop.store(r, Ordering::Relaxed);
     }
-    let text = label(&status);
+    let mut text = label(&status);
     let _ = tray.status.set_text(&text);
+    let spend = budgets.as_ref().filter(|_| running).map(spend_line);
+    let _ = tray.spend.set_text(spend.as_deref().unwrap_or("Today —"));
+    if let Some(line) = &spend {
+        text = format!("{text}\n{line}");
+    }
     let _ = tray.start.set_enabled(matches!(status.state, EngineState::Stopped | EngineState::Error));
     let _ = tray.stop.set_enabled(running);
     let _ = tray.copy.set_enabled(running);

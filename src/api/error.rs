@@ -19,6 +19,9 @@ pub struct ApiError {
     /// A more specific `code` (and the `param` it is about) for OpenAI-shaped bodies, e.g.
     /// `previous_response_not_found`.
     pub code: Option<(&'static str, &'static str)>,
+    /// Replaces the body's error `type` (and an OpenAI body's `code`), e.g. `budget_exceeded`,
+    /// and tells the client's SDK not to retry (`x-should-retry: false`).
+    pub final_type: Option<&'static str>,
 }
 
 impl ApiError {
@@ -29,6 +32,7 @@ impl ApiError {
             info: ErrorInfo { kind, message: message.into() },
             retry_after: None,
             code: None,
+            final_type: None,
         }
     }
 
@@ -38,7 +42,9 @@ impl ApiError {
 
     pub fn provider(dialect: Inbound, err: &ProviderError) -> ApiError {
         let status = StatusCode::from_u16(err.status()).unwrap_or(StatusCode::BAD_GATEWAY);
-        ApiError { dialect, status, info: err.info(), retry_after: err.retry_after(), code: None }
+        // A spent budget is not a rate limit an SDK should wait out: its own type, and no retries.
+        let final_type = matches!(err, ProviderError::BudgetExceeded { .. }).then_some("budget_exceeded");
+        ApiError { dialect, status, info: err.info(), retry_after: err.retry_after(), code: None, final_type }
     }
 
     /// Sets the `code` and `param` of an OpenAI-shaped error body.
@@ -78,7 +84,18 @@ impl IntoResponse for ApiError {
             err.insert("code".into(), serde_json::Value::from(code));
             err.insert("param".into(), serde_json::Value::from(param));
         }
+        if let Some(t) = self.final_type
+            && let Some(serde_json::Value::Object(err)) = body.get_mut("error")
+        {
+            err.insert("type".into(), serde_json::Value::from(t));
+            if err.contains_key("code") {
+                err.insert("code".into(), serde_json::Value::from(t));
+            }
+        }
         let mut resp = (self.status, axum::Json(body)).into_response();
+        if self.final_type.is_some() {
+            resp.headers_mut().insert("x-should-retry", HeaderValue::from_static("false"));
+        }
         if let Some(after) = self.retry_after {
             // Passed through so the client's own SDK backs off.
             let secs = after.as_secs_f64().ceil().max(0.0) as u64;

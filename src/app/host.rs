@@ -29,6 +29,8 @@ pub struct Host {
     pub appdata: Option<PathBuf>,
     pub temp_dir: PathBuf,
     pub cwd: PathBuf,
+    /// The system's UTC offset in seconds (budget periods; `None`: unknown, UTC is used).
+    pub local_offset_s: Option<i32>,
 }
 
 /// Where this install keeps its files.
@@ -181,6 +183,7 @@ impl Host {
         let mut file = load_config(&paths.config, out)?;
         self.fill_lingma_defaults(&mut file);
         let extras = EngineExtras {
+            local_offset_s: self.local_offset_s,
             trust: self.trust_env(),
             setup: self.setup_env(paths, Some(&file), &format!("http://{}", file.proxy.listen)),
             logs,

@@ -155,6 +155,9 @@ pub struct EngineExtras {
     pub setup: Option<SetupEnv>,
     /// The log ring the binary's tracing layer feeds, for the live log tail.
     pub logs: Option<LogRing>,
+    /// The system's UTC offset in seconds, for budget periods when the config sets no
+    /// `time_zone` (`None`: UTC).
+    pub local_offset_s: Option<i32>,
 }
 
 /// The running engine.
@@ -226,6 +229,9 @@ impl Engine {
                 Err(e) => tracing::warn!(error = %e, "reasoning memory not loaded"),
             }
         }
+        // Budgets: spend so far this period from the ledger, then counted in memory.
+        let local_offset_s = extras.local_offset_s.unwrap_or(0);
+        crate::control::apply_budgets(&gateway, &store, &config.file, local_offset_s).await;
         let addr = config.listen_addr();
         if !addr.ip().is_loopback() {
             // Only with allow_remote and required client tokens (checked above).
@@ -277,6 +283,7 @@ impl Engine {
             logs: extras.logs,
             shutdown: spawner.root_token().child_token(),
             retention_days: retention_days.clone(),
+            local_offset_s,
         });
         let dashboard = Arc::new(api::control::session::Sessions::new(addr.port()));
         let mut guard = GuardConfig::for_listener(addr);

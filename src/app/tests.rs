@@ -12,6 +12,7 @@ fn host(root: &std::path::Path) -> Host {
         appdata: None,
         temp_dir: root.join("tmp"),
         cwd: root.to_path_buf(),
+        local_offset_s: None,
     }
 }
 

@@ -12,6 +12,11 @@ use crate::config::ConfigError;
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
+    /// The time zone budget periods follow: `"local"` (default: the system's offset, passed in by
+    /// the binary), `"UTC"`, or a fixed offset such as `"+02:00"`. A top-level key (before any
+    /// table in the file).
+    #[serde(default)]
+    pub time_zone: Option<String>,
     #[serde(default)]
     pub server: ServerConfig,
     #[serde(default)]
@@ -37,6 +42,120 @@ pub struct FileConfig {
     pub setup: SetupConfig,
     #[serde(default)]
     pub web: WebConfig,
+    /// Spending limits (`[[budgets]]`).
+    #[serde(default)]
+    pub budgets: Vec<BudgetConfig>,
+}
+
+/// A budget's period, in the configured time zone: from midnight (the day, Monday for a week,
+/// the 1st for a month) to the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BudgetPeriod {
+    Day,
+    Week,
+    #[default]
+    Month,
+}
+
+impl BudgetPeriod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BudgetPeriod::Day => "day",
+            BudgetPeriod::Week => "week",
+            BudgetPeriod::Month => "month",
+        }
+    }
+}
+
+/// What happens to new calls once a budget is spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BudgetAction {
+    /// 429 `budget_exceeded` in the caller's dialect.
+    #[default]
+    Refuse,
+    /// New conversations go to `downgrade_to`; conversations under way keep their model.
+    Downgrade,
+}
+
+impl BudgetAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BudgetAction::Refuse => "refuse",
+            BudgetAction::Downgrade => "downgrade",
+        }
+    }
+}
+
+/// `[[budgets]]`: a spending limit over a period for everything, or for one client, provider,
+/// or model or group (at most one of `client`, `provider`, `model`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetConfig {
+    pub name: Spanned<String>,
+    /// A client's name as calls record it (`cursor`, `claude-code`, `codex`, a client token's name).
+    #[serde(default)]
+    pub client: Option<String>,
+    #[serde(default)]
+    pub provider: Option<String>,
+    /// A model (name or alias) or a group.
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub period: BudgetPeriod,
+    /// USD.
+    pub limit_usd: f64,
+    /// The warning threshold, percent of the limit (1 to 100).
+    #[serde(default = "default_soft_percent")]
+    pub soft_percent: u8,
+    #[serde(default)]
+    pub on_limit: BudgetAction,
+    /// The cheaper model or group new conversations go to (`on_limit = "downgrade"`).
+    #[serde(default)]
+    pub downgrade_to: Option<String>,
+}
+
+fn default_soft_percent() -> u8 {
+    80
+}
+
+impl BudgetConfig {
+    pub fn name(&self) -> &str {
+        self.name.get_ref()
+    }
+
+    /// The limit in micro-USD (the ledger's unit).
+    pub fn limit_micros(&self) -> u64 {
+        (self.limit_usd * 1_000_000.0).round().max(0.0) as u64
+    }
+}
+
+/// Parses `time_zone`: `None` for `"local"` (or unset), else the fixed offset in seconds east of UTC.
+pub fn parse_time_zone(tz: Option<&str>) -> Result<Option<i32>, String> {
+    let Some(tz) = tz.map(str::trim) else { return Ok(None) };
+    if tz.eq_ignore_ascii_case("local") || tz.is_empty() {
+        return Ok(None);
+    }
+    if tz.eq_ignore_ascii_case("utc") || tz == "Z" {
+        return Ok(Some(0));
+    }
+    let bad = || {
+        format!(
+            "time_zone: `{tz}` is not \"local\", \"UTC\" or an offset such as \"+02:00\" (named zones are not supported)"
+        )
+    };
+    let (sign, rest) = match tz.as_bytes().first() {
+        Some(b'+') => (1, &tz[1..]),
+        Some(b'-') => (-1, &tz[1..]),
+        _ => return Err(bad()),
+    };
+    let (h, m) = rest.split_once(':').unwrap_or((rest, "0"));
+    let (h, m): (i32, i32) = (h.parse().map_err(|_| bad())?, m.parse().map_err(|_| bad())?);
+    if !(0..=14).contains(&h) || !(0..60).contains(&m) {
+        return Err(bad());
+    }
+    Ok(Some(sign * (h * 3600 + m * 60)))
 }
 
 /// `[web]`: the agent's web tools (`web_search`, `fetch_url`).
@@ -889,11 +1008,76 @@ fn validate(file: &str, text: &str, config: &FileConfig) -> Result<(), ConfigErr
         });
     }
     validate_web(file, &config.web)?;
+    validate_budgets(config, &names).map_err(|(span, message)| match span {
+        Some(span) => at(span, message),
+        None => ConfigError::Semantic { file: file.to_owned(), message },
+    })?;
     check_listen(&config.server, config.server.listen, config.proxy.listen)
         .map_err(|message| ConfigError::Semantic { file: file.to_owned(), message })?;
     let t = &config.timeouts;
     if t.connect == 0 || t.first_byte == 0 || t.total == 0 {
         return Err(ConfigError::Semantic { file: file.to_owned(), message: "timeouts: values must be > 0".into() });
+    }
+    Ok(())
+}
+
+/// `[[budgets]]` and `time_zone`. `names` holds every model name, alias and group.
+fn validate_budgets(
+    config: &FileConfig,
+    names: &HashSet<&str>,
+) -> Result<(), (Option<std::ops::Range<usize>>, String)> {
+    parse_time_zone(config.time_zone.as_deref()).map_err(|m| (None, m))?;
+    let mut seen = HashSet::new();
+    for b in &config.budgets {
+        let span = Some(b.name.span());
+        let n = b.name();
+        if n.trim().is_empty() {
+            return Err((span, "budgets.name: must not be empty".into()));
+        }
+        if !seen.insert(n) {
+            return Err((span, format!("budgets.name: duplicate budget `{n}`")));
+        }
+        let scopes = [b.client.is_some(), b.provider.is_some(), b.model.is_some()].iter().filter(|s| **s).count();
+        if scopes > 1 {
+            return Err((span, format!("budgets: `{n}` sets more than one of client, provider and model (pick one)")));
+        }
+        if b.client.as_deref().is_some_and(|c| c.trim().is_empty()) {
+            return Err((span, format!("budgets.client: `{n}` names an empty client")));
+        }
+        if let Some(p) = &b.provider
+            && !config.providers.iter().any(|x| x.name() == p)
+        {
+            return Err((span, format!("budgets.provider: `{n}` names an unknown provider `{p}`")));
+        }
+        if let Some(m) = &b.model
+            && !names.contains(m.as_str())
+        {
+            return Err((span, format!("budgets.model: `{n}` names an unknown model or group `{m}`")));
+        }
+        if !b.limit_usd.is_finite() || b.limit_usd <= 0.0 || b.limit_usd > 1e9 {
+            return Err((span, format!("budgets.limit_usd: `{n}` needs a limit above 0 (USD)")));
+        }
+        if !(1..=100).contains(&b.soft_percent) {
+            return Err((span, format!("budgets.soft_percent: `{n}` needs a value from 1 to 100")));
+        }
+        match (b.on_limit, &b.downgrade_to) {
+            (BudgetAction::Downgrade, None) => {
+                return Err((
+                    span,
+                    format!("budgets.downgrade_to: `{n}` has on_limit = \"downgrade\" but no downgrade_to"),
+                ));
+            }
+            (BudgetAction::Downgrade, Some(t)) if !names.contains(t.as_str()) => {
+                return Err((span, format!("budgets.downgrade_to: `{n}` names an unknown model or group `{t}`")));
+            }
+            (BudgetAction::Downgrade, Some(t)) if b.model.as_deref() == Some(t.as_str()) => {
+                return Err((span, format!("budgets.downgrade_to: `{n}` downgrades `{t}` to itself")));
+            }
+            (BudgetAction::Refuse, Some(_)) => {
+                return Err((span, format!("budgets.downgrade_to: `{n}` sets downgrade_to but on_limit = \"refuse\"")));
+            }
+            _ => {}
+        }
     }
     Ok(())
 }

@@ -1,6 +1,8 @@
 //! Config parsing and validation tests.
 
-use crate::config::{ConfigError, KeyRef, ProviderKind, TEMPLATE, load_str};
+use crate::config::{
+    BudgetAction, BudgetPeriod, ConfigError, KeyRef, ProviderKind, TEMPLATE, load_str, parse_time_zone,
+};
 
 const GOOD: &str = r#"
 [server]
@@ -53,6 +55,9 @@ fn template_is_valid_and_empty() {
     assert_eq!(c.providers[3].kind, ProviderKind::Lingma);
     assert_eq!(c.models[3].tools, crate::config::ToolsMode::Emulated);
     assert_eq!(c.models[3].timeouts.first_byte, Some(300_000));
+    assert_eq!(c.budgets.len(), 1);
+    assert_eq!(c.budgets[0].on_limit, BudgetAction::Downgrade);
+    assert_eq!(c.time_zone.as_deref(), Some("local"));
 }
 
 #[test]
@@ -263,4 +268,35 @@ fn listening_beyond_loopback_needs_allow_remote_and_client_tokens() {
     let msg = refused(both, "listen = \"0.0.0.0:4938\"", "the proxy beyond loopback, even with allow_remote");
     assert!(msg.contains("proxy.listen"), "{msg}");
     refused("", "listen = \"10.0.0.5:4938\"\nenabled = false", "a disabled proxy too");
+}
+
+#[test]
+fn budgets_are_validated_with_clear_errors() {
+    let base = "[[providers]]\nname = \"p\"\nkind = \"openai\"\nbase_url = \"https://x.example\"\n\
+                [[models]]\nname = \"m\"\nprovider = \"p\"\nupstream = \"u\"\n";
+    let ok = load_str("c.toml", &format!("time_zone = \"-05:30\"\n{base}[[budgets]]\nname = \"b\"\nlimit_usd = 5\n"))
+        .expect("valid");
+    assert_eq!(ok.budgets[0].soft_percent, 80);
+    assert_eq!(ok.budgets[0].period, BudgetPeriod::Month);
+    assert_eq!(ok.budgets[0].on_limit, BudgetAction::Refuse);
+    assert_eq!(parse_time_zone(ok.time_zone.as_deref()), Ok(Some(-(5 * 3600 + 30 * 60))));
+    let cases = [
+        ("name = \"b\"\nlimit_usd = 0\n", "needs a limit above 0"),
+        ("name = \"b\"\nlimit_usd = 1\nmodel = \"nope\"\n", "unknown model or group `nope`"),
+        ("name = \"b\"\nlimit_usd = 1\nprovider = \"q\"\n", "unknown provider `q`"),
+        (
+            "name = \"b\"\nlimit_usd = 1\nprovider = \"p\"\nmodel = \"m\"\n",
+            "more than one of client, provider and model",
+        ),
+        ("name = \"b\"\nlimit_usd = 1\non_limit = \"downgrade\"\n", "no downgrade_to"),
+        ("name = \"b\"\nlimit_usd = 1\nsoft_percent = 0\n", "from 1 to 100"),
+        ("name = \"b\"\nlimit_usd = 1\nperiod = \"year\"\n", "unknown variant `year`"),
+        ("name = \"b\"\nlimit_usd = 1\n[[budgets]]\nname = \"b\"\nlimit_usd = 2\n", "duplicate budget `b`"),
+    ];
+    for (budget, want) in cases {
+        let err = load_str("c.toml", &format!("{base}[[budgets]]\n{budget}")).expect_err(want).to_string();
+        assert!(err.contains(want), "{budget}: {err}");
+    }
+    let err = load_str("c.toml", &format!("time_zone = \"Europe/Paris\"\n{base}")).expect_err("tz").to_string();
+    assert!(err.contains("named zones are not supported"), "{err}");
 }

@@ -23,6 +23,13 @@ pub(crate) fn render() -> String {
     let decls = decls!(
         &cfg,
         ErrorBody,
+        BudgetScope,
+        BudgetPeriod,
+        BudgetAction,
+        BudgetLevel,
+        Budget,
+        BudgetReport,
+        BudgetInput,
         EngineStatus,
         ProviderKind,
         KeySource,

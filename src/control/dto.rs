@@ -531,6 +531,8 @@ pub struct CallSummary {
     pub request_id: Option<String>,
     /// The client's own session (Claude Code's `X-Claude-Code-Session-Id`, Codex's `session_id`).
     pub session_id: Option<String>,
+    /// The cheaper model or group a budget sent the call to (`model` is what the client asked for).
+    pub budget_downgrade: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -950,4 +952,106 @@ pub enum DoctorStatus {
     Fail,
     /// Not applicable here (e.g. a client that is not installed).
     Skip,
+}
+
+/// What a budget limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub enum BudgetScope {
+    All,
+    Client,
+    Provider,
+    /// A model or a group.
+    Model,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub enum BudgetPeriod {
+    Day,
+    Week,
+    Month,
+}
+
+/// What a spent budget does to new calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub enum BudgetAction {
+    Refuse,
+    Downgrade,
+}
+
+/// `ok` below the soft threshold, `warning` at or above it, `exceeded` at the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub enum BudgetLevel {
+    Ok,
+    Warning,
+    Exceeded,
+}
+
+/// A budget and its spend this period (`GET /api/budgets`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct Budget {
+    pub name: String,
+    pub scope: BudgetScope,
+    /// The client, provider, or model or group (none for `all`).
+    pub target: Option<String>,
+    pub period: BudgetPeriod,
+    pub limit_usd: f64,
+    pub soft_percent: u8,
+    pub on_limit: BudgetAction,
+    pub downgrade_to: Option<String>,
+    /// Finished calls this period plus estimates of calls in flight.
+    pub spent_micros: u64,
+    pub spent_usd: f64,
+    /// Of `spentMicros`, the estimates of calls in flight.
+    pub in_flight_micros: u64,
+    /// Whole percent of the limit (may exceed 100).
+    pub percent: u32,
+    pub level: BudgetLevel,
+    pub period_start_ms: i64,
+    /// When the period ends and the spend starts again from zero.
+    pub reset_ms: i64,
+}
+
+/// `GET /api/budgets`: every budget, today's spend, and the budget nearest its limit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetReport {
+    pub budgets: Vec<Budget>,
+    /// Everything spent today (in the budgets' time zone), finished calls only.
+    pub today_micros: u64,
+    pub today_usd: f64,
+    /// The name of the budget with the highest percent, if any.
+    pub nearest: Option<String>,
+    /// The zone budgets follow: seconds east of UTC.
+    pub utc_offset_s: i32,
+    /// The config's `time_zone` (`local` when unset).
+    pub time_zone: String,
+}
+
+/// `POST /api/budgets`, `PUT /api/budgets/{name}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BudgetInput {
+    pub name: String,
+    pub scope: BudgetScope,
+    #[serde(default)]
+    pub target: Option<String>,
+    pub period: BudgetPeriod,
+    pub limit_usd: f64,
+    #[serde(default)]
+    pub soft_percent: Option<u8>,
+    pub on_limit: BudgetAction,
+    #[serde(default)]
+    pub downgrade_to: Option<String>,
 }

@@ -30,8 +30,10 @@
 //!   addresses, proxy on/off and body capture need a restart (the answer says so). The UI directory
 //!   is set in the config file only.
 
+mod budgets;
 mod doctor;
 pub mod dto;
+pub use budgets::apply as apply_budgets;
 mod edit;
 pub mod logs;
 pub mod token;
@@ -199,6 +201,8 @@ pub struct ControlDeps {
     pub shutdown: CancellationToken,
     /// The retention in days, shared with the engine's pruning loop.
     pub retention_days: Arc<AtomicU32>,
+    /// The system's UTC offset in seconds (budgets follow it unless `time_zone` says otherwise).
+    pub local_offset_s: i32,
 }
 
 struct Inner {
@@ -216,6 +220,7 @@ struct Inner {
     logs: LogRing,
     shutdown: CancellationToken,
     retention_days: Arc<AtomicU32>,
+    local_offset_s: i32,
     started: Instant,
     /// The config currently applied (the file's last validated content).
     current: RwLock<FileConfig>,
@@ -259,6 +264,7 @@ impl ControlService {
                 logs: deps.logs.unwrap_or_default(),
                 shutdown: deps.shutdown,
                 retention_days: deps.retention_days,
+                local_offset_s: deps.local_offset_s,
                 started: Instant::now(),
             }),
         }

@@ -135,6 +135,7 @@ fn summary(c: store::CallSummary) -> dto::CallSummary {
         conversation_id: c.conversation_id,
         request_id: c.request_id,
         session_id: c.session_id,
+        budget_downgrade: c.budget_downgrade,
     }
 }
 

@@ -247,7 +247,11 @@ impl Terminal {
 
     /// A provider failure as a readable Cursor error.
     fn provider(error: &ErrorInfo) -> Terminal {
-        let (code, kind, title, retryable) = provider_error(error.kind);
+        let (code, kind, mut title, retryable) = provider_error(error.kind);
+        if error.message.starts_with(crate::provider::BUDGET_MESSAGE_PREFIX) {
+            // A spent Keyhaven budget, not the provider: the notice says so in the chat.
+            title = "Keyhaven budget reached";
+        }
         Terminal::error(code, kind, title, &format!("{title}: {}", error.message), retryable)
     }
 }

@@ -66,6 +66,22 @@ pub struct CallStart {
     /// The client's own session (Claude Code's `X-Claude-Code-Session-Id`, Codex's `session_id`).
     #[serde(default)]
     pub session_id: Option<String>,
+    /// The cheaper model or group a budget sent this call to (`model` is what the client asked
+    /// for; `model_id`, `provider`, `upstream_model` are what served it).
+    #[serde(default)]
+    pub budget_downgrade: Option<String>,
+}
+
+/// Spend of calls started since some time, one row per client, provider and model (the budgets'
+/// seed from the ledger).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpendRow {
+    pub client: String,
+    pub provider: Option<String>,
+    /// The model or group the call was routed as: its budget downgrade, else what the client asked for.
+    pub model: String,
+    pub model_id: Option<String>,
+    pub cost_micros: u64,
 }
 
 /// Finalises a row.

@@ -45,6 +45,12 @@ pub enum ProviderError {
     /// Keyhaven could not prepare the call locally (e.g. a temp file); not retried.
     #[error("{0}")]
     Local(String),
+    /// A `refuse` budget is spent: new calls are refused until its period resets.
+    #[error(
+        "Keyhaven budget `{budget}` is used up (limit ${limit_usd:.2} per {period}); new calls are refused until it \
+         resets at {reset_at}. Raise the limit or change the budget on the dashboard (Budgets)"
+    )]
+    BudgetExceeded { budget: String, limit_usd: f64, period: &'static str, reset_ms: i64, reset_at: String },
 }
 
 impl ProviderError {
@@ -63,6 +69,7 @@ impl ProviderError {
             ProviderError::Canceled => "canceled",
             ProviderError::Busy(_) => "busy",
             ProviderError::Local(_) => "local",
+            ProviderError::BudgetExceeded { .. } => "budget_exceeded",
         }
     }
 
@@ -79,7 +86,7 @@ impl ProviderError {
             ProviderError::Timeout(..) => ErrorKind::Timeout,
             ProviderError::Upstream { info, .. } => info.kind,
             ProviderError::Canceled | ProviderError::Local(_) => ErrorKind::Internal,
-            ProviderError::Busy(_) => ErrorKind::RateLimited,
+            ProviderError::Busy(_) | ProviderError::BudgetExceeded { .. } => ErrorKind::RateLimited,
         };
         let message = match self {
             ProviderError::Upstream { info, .. } => info.message.clone(),
@@ -101,7 +108,7 @@ impl ProviderError {
             ProviderError::Timeout(..) => 504,
             ProviderError::Upstream { status, .. } => *status,
             ProviderError::Canceled => 499,
-            ProviderError::Busy(_) => 429,
+            ProviderError::Busy(_) | ProviderError::BudgetExceeded { .. } => 429,
             ProviderError::Local(_) => 500,
         }
     }

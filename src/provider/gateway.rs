@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{RetryConfig, RoutingConfig, TimeoutConfig};
 use crate::model::{self, Accumulator, CallFinish, CallStart, CallStatus, StreamEvent};
+use crate::provider::budget::{self, Budgets, Decision, Reservation, SpendKey};
 use crate::provider::emulation::{self, Emulator, Finish};
 use crate::provider::error::ProviderError;
 use crate::provider::health::{HealthBook, ProviderHealth};
@@ -97,6 +98,8 @@ pub struct Gateway {
     lingma: Arc<lingma::Registry>,
     /// Reasoning before each tool call, for replays that lost it (`provider::memory`).
     memory: Arc<ReasoningMemory>,
+    /// Spend per budget (`provider::budget`), checked when a call starts.
+    budgets: Arc<Budgets>,
 }
 
 /// What a successful open hands to the [`CallStream`].
@@ -159,6 +162,73 @@ impl Gateway {
             health,
             lingma: Arc::new(lingma::Registry::default()),
             memory: Arc::new(ReasoningMemory::default()),
+            budgets: Arc::new(Budgets::default()),
+        }
+    }
+
+    /// The budgets (configured by `app` at start and by control when they change).
+    pub fn budgets(&self) -> &Arc<Budgets> {
+        &self.budgets
+    }
+
+    /// Applies the budgets to a new call: `Ok(Some(to))` when it is downgraded to `to` (the
+    /// request's model is replaced), `Err` when a `refuse` budget is spent. A conversation that
+    /// started downgraded stays on its cheaper model; one under way is never switched.
+    fn apply_budgets(
+        &self,
+        req: &mut model::Request,
+        ctx: &CallContext,
+        catalog: &Catalog,
+    ) -> Result<Option<String>, ProviderError> {
+        let now = crate::clock::now_ms();
+        let new = budget::is_new_conversation(req);
+        let refuse_for = |model: &str, conversation: u64| -> Result<(), ProviderError> {
+            let route = catalog.candidates(model).into_iter().next();
+            let key = spend_key(&ctx.client, model, route.as_ref());
+            match self.budgets.check(&key, Some(conversation), now) {
+                Decision::Refuse { budget, reset_ms } => Err(self.refusal(budget, reset_ms, now)),
+                _ => Ok(()),
+            }
+        };
+        if !new && self.budgets.any_downgraded() {
+            let digest = budget::conversation_digest(&req.model, req);
+            if let Some(to) = self.budgets.downgraded(digest) {
+                refuse_for(&to, digest)?;
+                req.model.clone_from(&to);
+                return Ok(Some(to));
+            }
+        }
+        let route = catalog.candidates(&req.model).into_iter().next();
+        let key = spend_key(&ctx.client, &req.model, route.as_ref());
+        match self.budgets.check(&key, (!new).then_some(0), now) {
+            Decision::Proceed => Ok(None),
+            Decision::Refuse { budget, reset_ms } => Err(self.refusal(budget, reset_ms, now)),
+            Decision::Downgrade { budget, to } => {
+                let digest = budget::conversation_digest(&req.model, req);
+                refuse_for(&to, digest)?;
+                tracing::info!(call = %ctx.id, budget = %budget, from = %req.model, to = %to, "budget reached: new conversation downgraded");
+                self.budgets.remember_downgrade(digest, &to);
+                req.model.clone_from(&to);
+                Ok(Some(to))
+            }
+        }
+    }
+
+    fn refusal(&self, budget: String, reset_ms: i64, now_ms: i64) -> ProviderError {
+        let states = self.budgets.states(now_ms);
+        let state = states.iter().find(|s| s.name == budget);
+        let offset = time::UtcOffset::from_whole_seconds(self.budgets.offset_s()).unwrap_or(time::UtcOffset::UTC);
+        let reset_at = time::OffsetDateTime::from_unix_timestamp(reset_ms.div_euclid(1000))
+            .map(|t| t.to_offset(offset))
+            .ok()
+            .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
+            .unwrap_or_default();
+        ProviderError::BudgetExceeded {
+            limit_usd: state.map_or(0.0, |s| s.limit_micros as f64 / 1e6),
+            period: state.map_or("period", |s| s.period.as_str()),
+            budget,
+            reset_ms,
+            reset_at,
         }
     }
 
@@ -193,6 +263,15 @@ impl Gateway {
     pub async fn call(&self, mut req: model::Request, ctx: CallContext) -> Result<CallStream, CallFailure> {
         let started = Instant::now();
         let catalog = self.catalog();
+        let asked_for = req.model.clone();
+        let (refused, downgrade) = if self.budgets.is_empty() {
+            (None, None)
+        } else {
+            match self.apply_budgets(&mut req, &ctx, &catalog) {
+                Ok(to) => (None, to),
+                Err(e) => (Some(e), None),
+            }
+        };
         let candidates = catalog.candidates(&req.model);
         let route = candidates.first().cloned();
         if let Some(r) = &route {
@@ -222,13 +301,33 @@ impl Gateway {
             done: false,
             route: route.clone(),
             notes: Vec::new(),
+            budget: None,
         };
+        if refused.is_none() {
+            let key = spend_key(&ctx.client, &req.model, route.as_ref());
+            // The engine's own estimate for a call without usage: request bytes / 4 as input
+            // (only worth computing when a budget can use it; today's spend needs none).
+            let estimate = if self.budgets.is_empty() {
+                0
+            } else {
+                let bytes = ctx.request_body.as_ref().map_or_else(|| text_len(&req), bytes::Bytes::len);
+                let usage = model::Usage { input_tokens: (bytes as u64).div_ceil(4), ..model::Usage::default() };
+                guard.price.as_ref().map_or(0, |p| u64::try_from(crate::pricing::cost_micros(p, &usage)).unwrap_or(0))
+            };
+            let reservation = self.budgets.reserve(&key, estimate, guard.started_ms);
+            guard.budget = Some(BudgetHold {
+                budgets: self.budgets.clone(),
+                reservation,
+                client: ctx.client.clone(),
+                routed: req.model.clone(),
+            });
+        }
         let started_ack = self.sink.start(CallStart {
             id: ctx.id.clone(),
             started_ms: guard.started_ms,
             dialect: ctx.dialect.to_owned(),
             client: ctx.client.clone(),
-            model: req.model.clone(),
+            model: asked_for,
             model_id: route.as_ref().map(|r| r.model.id.clone()),
             provider: route.as_ref().map(|r| r.provider.name.clone()),
             upstream_model: route.as_ref().map(|r| r.model.upstream.clone()),
@@ -237,12 +336,16 @@ impl Gateway {
             conversation_id: ctx.conversation_id.clone(),
             request_id: ctx.request_id.clone(),
             session_id: ctx.session_id.clone(),
+            budget_downgrade: downgrade,
         });
         let mut fallbacks = Vec::new();
-        let result = self
-            .open(candidates, &req, &ctx, &mut guard, started, &mut fallbacks)
-            .await
-            .map_err(|e| e.redacted(guard.secret.as_ref()));
+        let result = match refused {
+            Some(err) => Err(err),
+            None => self
+                .open(candidates, &req, &ctx, &mut guard, started, &mut fallbacks)
+                .await
+                .map_err(|e| e.redacted(guard.secret.as_ref())),
+        };
         // The in-flight row must be committed before the client sees a byte.
         let ack_from = Instant::now();
         started_ack.await;
@@ -503,6 +606,40 @@ struct CallGuard {
     route: Option<Route>,
     /// What the row notes about the call (server tools the serving upstream cannot run).
     notes: Vec<String>,
+    /// The call's in-flight estimate against the budgets, settled at finish.
+    budget: Option<BudgetHold>,
+}
+
+/// A call's estimate held against the budgets until it finishes.
+struct BudgetHold {
+    budgets: Arc<Budgets>,
+    reservation: Reservation,
+    client: String,
+    /// The model or group the call was routed as.
+    routed: String,
+}
+
+/// What a call is, for matching budgets: its client, its first (or serving) route's provider and
+/// model, and the name it was routed as.
+fn spend_key<'a>(client: &'a str, requested: &'a str, route: Option<&'a Route>) -> SpendKey<'a> {
+    SpendKey {
+        client,
+        provider: route.map(|r| r.provider.name.as_str()),
+        requested,
+        model: route.map(|r| r.model.name.as_str()),
+    }
+}
+
+/// The length of a request's text (for the in-flight estimate when no raw body is at hand).
+fn text_len(req: &model::Request) -> usize {
+    req.messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .map(|p| match p {
+            model::Part::Text { text, .. } => text.len(),
+            _ => 0,
+        })
+        .sum()
 }
 
 impl CallGuard {
@@ -540,6 +677,10 @@ impl CallGuard {
             usage.input_tokens = usage.input_tokens.max((self.request_bytes as u64).div_ceil(4));
         }
         let cost = self.price.as_ref().map(|p| crate::pricing::cost_micros(p, &usage));
+        if let Some(hold) = self.budget.take() {
+            let key = spend_key(&hold.client, &hold.routed, self.route.as_ref());
+            hold.budgets.finish(hold.reservation, &key, cost.and_then(|c| u64::try_from(c).ok()).unwrap_or(0));
+        }
         let (error_kind, error_message) = match (err, acc.error()) {
             (Some(e), _) => (Some(e.kind().to_owned()), Some(self.cap(&e.to_string()))),
             (None, Some(info)) => (Some(info.kind.as_str().to_owned()), Some(self.cap(&info.message))),

@@ -6,6 +6,7 @@
 //! first upstream byte and finalised on every exit path, through a [`CallSink`] that `app`
 //! connects to the store (this module does not name `store`).
 
+pub mod budget;
 mod catalog;
 pub mod emulation;
 mod error;
@@ -18,6 +19,10 @@ mod retry;
 pub mod tokens;
 mod upstream;
 
+/// How a spent budget's refusal message starts (front ends that show it differently look for it).
+pub const BUDGET_MESSAGE_PREFIX: &str = "Keyhaven budget";
+
+pub use budget::Budgets;
 pub use catalog::{Catalog, ModelEntry, ProviderEntry, Route, model_id};
 pub use error::ProviderError;
 pub use gateway::{CallContext, CallFailure, CallStream, CountRequest, Gateway, GatewayOptions, Timings, TokenCount};

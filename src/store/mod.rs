@@ -492,6 +492,12 @@ impl Store {
         self.read(move |c| read::latency_histograms(c, &since, &until, group)).await
     }
 
+    /// Spend since `since_ms` per client, provider and model (see [`crate::model::SpendRow`]),
+    /// for the budgets' seed.
+    pub async fn spend_since(&self, since_ms: i64) -> Result<Vec<crate::model::SpendRow>, StoreError> {
+        self.read(move |c| read::spend_since(c, since_ms)).await
+    }
+
     pub async fn count_calls(&self) -> Result<u64, StoreError> {
         self.read(read::count_calls).await
     }

@@ -146,6 +146,8 @@ pub struct CallSummary {
     pub request_id: Option<String>,
     /// The client's own session (Claude Code, Codex), when it sent one.
     pub session_id: Option<String>,
+    /// The cheaper model or group a budget sent the call to (`model` is what the client asked for).
+    pub budget_downgrade: Option<String>,
 }
 
 /// One call with its captured bodies.
@@ -165,7 +167,7 @@ pub struct CallDetail {
 const SUMMARY_COLUMNS: &str = "id, started_ms, finished_ms, status, dialect, client, model, model_id, provider, \
      upstream_model, stream, http_status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, \
      reasoning_tokens, usage_estimated, cost_micros, price_version, ttft_ms, total_ms, retries, error_kind, \
-     error_message, conversation_id, request_id, session_id";
+     error_message, conversation_id, request_id, session_id, budget_downgrade";
 
 fn to_u64(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
@@ -217,6 +219,7 @@ fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<CallSummary> {
         conversation_id: row.get(25)?,
         request_id: row.get(26)?,
         session_id: row.get(27)?,
+        budget_downgrade: row.get(28)?,
     })
 }
 
@@ -268,10 +271,10 @@ pub(crate) fn call_detail(conn: &Connection, id: &str) -> Result<Option<CallDeta
         .query_row([id], |row| {
             Ok(CallDetail {
                 summary: summary_from_row(row)?,
-                request_body: row.get(28)?,
-                response_body: row.get(29)?,
-                process_epoch: row.get(30)?,
-                notes: notes_of(row.get(31)?),
+                request_body: row.get(29)?,
+                response_body: row.get(30)?,
+                process_epoch: row.get(31)?,
+                notes: notes_of(row.get(32)?),
             })
         })
         .optional()?;
@@ -462,6 +465,29 @@ pub(crate) fn sessions(conn: &Connection, since_ms: i64, limit: u32) -> Result<V
                 cost_micros: row.get(9)?,
                 first_ms: row.get(10)?,
                 last_ms: row.get(11)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+/// Spend of the calls started at or after `since_ms` (finished ones; a call in flight has no cost
+/// yet), one row per client, provider, routed model and model id: the budgets' seed. Reads
+/// `calls` through its `started_ms` index; a budget downgrade counts as the model it went to.
+pub(crate) fn spend_since(conn: &Connection, since_ms: i64) -> Result<Vec<crate::model::SpendRow>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT client, provider, COALESCE(budget_downgrade, model), model_id, SUM(cost_micros) \
+         FROM calls WHERE started_ms >= ?1 AND cost_micros > 0 \
+         GROUP BY client, provider, COALESCE(budget_downgrade, model), model_id",
+    )?;
+    let rows = stmt
+        .query_map([since_ms], |row| {
+            Ok(crate::model::SpendRow {
+                client: row.get(0)?,
+                provider: row.get(1)?,
+                model: row.get(2)?,
+                model_id: row.get(3)?,
+                cost_micros: to_u64(row.get(4)?),
             })
         })?
         .collect::<rusqlite::Result<_>>()?;

@@ -33,6 +33,7 @@ fn start(id: &str, started_ms: i64, model: &str) -> CallStart {
         conversation_id: None,
         request_id: None,
         session_id: None,
+        budget_downgrade: None,
     }
 }
 
@@ -319,6 +320,7 @@ async fn start_and_finish_round_trip_every_field() {
             conversation_id: None,
             request_id: None,
             session_id: None,
+            budget_downgrade: None,
         },
         request_body: s.request_body.clone(),
         response_body: f.response_body.clone(),

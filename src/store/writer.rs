@@ -256,9 +256,9 @@ pub(crate) fn to_i64(v: u64) -> i64 {
 fn insert_start(conn: &Connection, s: &CallStart, epoch: i64) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(
         "INSERT INTO calls (id, started_ms, status, dialect, client, model, model_id, provider, upstream_model, \
-         stream, request_body, process_epoch, conversation_id, request_id, session_id) \
+         stream, request_body, process_epoch, conversation_id, request_id, session_id, budget_downgrade) \
          VALUES (:id, :started_ms, :status, :dialect, :client, :model, :model_id, :provider, :upstream_model, \
-         :stream, :request_body, :epoch, :conversation_id, :request_id, :session_id) \
+         :stream, :request_body, :epoch, :conversation_id, :request_id, :session_id, :budget_downgrade) \
          ON CONFLICT (id) DO NOTHING",
     )?;
     stmt.execute(named_params! {
@@ -277,6 +277,7 @@ fn insert_start(conn: &Connection, s: &CallStart, epoch: i64) -> rusqlite::Resul
         ":conversation_id": s.conversation_id,
         ":request_id": s.request_id,
         ":session_id": s.session_id,
+        ":budget_downgrade": s.budget_downgrade,
     })?;
     Ok(())
 }

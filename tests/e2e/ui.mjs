@@ -19,6 +19,7 @@ const PAGES = [
   ["clients", "Clients"],
   ["routing", "Routing"],
   ["calls", "Calls"],
+  ["budgets", "Budgets"],
   ["ca", "CA Trust"],
   ["settings", "Settings"],
   ["logs", "Logs"],
@@ -257,6 +258,16 @@ await run(async (keep) => {
   await web.locator("#web-restart").waitFor();
   check((await control("/api/web")).search === "brave", "the provider was saved");
 
+  step("Budgets: a budget added on the page is written and reported with this month's spend");
+  await nav("Budgets");
+  const add = page.getByRole("form", { name: "Add a budget" });
+  await add.locator("#add-a-budget-name").fill("e2e-monthly");
+  await add.locator("#add-a-budget-limitUsd").fill("50");
+  await add.getByRole("button", { name: "Save budget" }).click();
+  await page.locator("tr[data-budget=e2e-monthly]").waitFor();
+  const budgets = await control("/api/budgets");
+  check(budgets.budgets.length === 1 && budgets.budgets[0].name === "e2e-monthly" && budgets.budgets[0].limitUsd === 50, `budget saved: ${JSON.stringify(budgets)}`);
+
   step("screenshots of every page, light and dark");
   for (const scheme of ["light", "dark"]) {
     await page.emulateMedia({ colorScheme: scheme });
@@ -266,6 +277,7 @@ await run(async (keep) => {
       if (path === "overview") await page.getByText("Today's spend").waitFor();
       if (path === "calls") await page.waitForFunction(() => document.querySelectorAll("table.table tbody tr").length >= 3);
       if (path === "ca") await page.getByText("Fingerprint (SHA-256)").waitFor();
+      if (path === "budgets") await page.locator("tr[data-budget=e2e-monthly]").waitFor();
       if (path === "clients") await page.locator("#client-env pre").waitFor();
       await shot(`${path}-${scheme}`);
     }

@@ -67,6 +67,7 @@ async fn start(mock: &MockUpstream) -> (TestEngine, Arc<FakeKeychain>) {
     std::fs::create_dir_all(home.join(".claude")).expect("home");
     let keychain = Arc::new(FakeKeychain::default());
     let extras = EngineExtras {
+        local_offset_s: None,
         trust: Some(TrustEnv {
             os: TrustOs::MacOs,
             root: dir.path().join("fsroot"),
@@ -310,6 +311,7 @@ async fn providers_models_calls_usage_routing_retention_through_the_control_serv
             conversation_id: None,
             request_id: None,
             session_id: None,
+            budget_downgrade: None,
         })
         .await
         .expect("start");

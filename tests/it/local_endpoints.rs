@@ -317,6 +317,7 @@ async fn without_a_keyring_the_dashboard_says_what_to_do() {
     let dir = tempfile::tempdir().expect("dir");
     let file = load_str("t.toml", &config_text(&mock.url(), "")).expect("config");
     let extras = EngineExtras {
+        local_offset_s: None,
         setup: Some(keyhaven::setup::SetupEnv {
             home: dir.path().join("home"),
             platform: keyhaven::setup::Platform::Linux,

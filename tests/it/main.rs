@@ -3,6 +3,7 @@
 mod support;
 
 mod bad_input;
+mod budgets;
 mod checkpoint_recovery;
 mod clients;
 mod codex;

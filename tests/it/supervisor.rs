@@ -71,6 +71,7 @@ impl Fixture {
             })
         });
         let extras = EngineExtras {
+            local_offset_s: None,
             trust: None,
             setup: Some(SetupEnv {
                 home: home.clone(),

@@ -158,6 +158,7 @@ fn fixture(dir: &Path) -> (PathBuf, EngineExtras, Arc<FakeKeychain>) {
     std::fs::write(home.join(".config/Cursor/User/settings.json"), CURSOR_SETTINGS).expect("cursor settings");
     let keychain = Arc::new(FakeKeychain::default());
     let extras = EngineExtras {
+        local_offset_s: None,
         trust: Some(TrustEnv {
             os: TrustOs::MacOs,
             root: dir.join("fsroot"),
@@ -224,6 +225,7 @@ async fn ui_walkthrough_in_chromium() {
     assert!(text.contains("name = \"e2e-model\"") && text.contains("aliases = [\"e2e-alias\"]"), "{text}");
     assert!(text.contains("mode = \"upstream\""), "{text}");
     assert!(!text.contains(UI_KEY), "keys never go into the config file");
+    assert!(text.contains("[[budgets]]\nname = \"e2e-monthly\""), "the budget from the Budgets page: {text}");
     assert_eq!(engine.handle.proxy.as_ref().expect("proxy").mode.get(), RoutingMode::Upstream);
     // The key typed into the form reached the upstream.
     let auth: Vec<String> = mock

@@ -7,6 +7,7 @@ import { CaTrust } from "./pages/ca";
 import { SettingsPage } from "./pages/settings";
 import { Logs } from "./pages/logs";
 import { Clients } from "./pages/clients";
+import { Budgets } from "./pages/budgets";
 import { api, inApp, isNoSession, type AppStatus } from "./ipc";
 import { ErrorNotice, useAction } from "./ui";
 
@@ -16,6 +17,7 @@ export const ROUTES = [
   { path: "clients", label: "Clients", view: Clients },
   { path: "routing", label: "Routing", view: RoutingPage },
   { path: "calls", label: "Calls", view: Calls },
+  { path: "budgets", label: "Budgets", view: Budgets },
   { path: "ca", label: "CA Trust", view: CaTrust },
   { path: "settings", label: "Settings", view: SettingsPage },
   { path: "logs", label: "Logs", view: Logs },

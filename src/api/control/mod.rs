@@ -37,6 +37,8 @@
 //! GET    /api/web                       PUT /api/web          (web tools: search provider, fetch mode)
 //! PUT    /api/web/key                   DELETE /api/web/key   (the Brave Search key, write-only)
 //! POST   /api/web/test                  (one test search: hit count or the error)
+//! GET    /api/budgets                   POST /api/budgets     (spend per budget, today's spend)
+//! PUT    /api/budgets/{name}            DELETE /api/budgets/{name}
 //! ```
 
 pub mod guard;
@@ -162,6 +164,8 @@ fn routes() -> Router<ControlService> {
         .route("/api/models", get(models).post(create_model))
         .route("/api/models/{name}", put(update_model).delete(delete_model))
         .route("/api/models/{name}/test", post(test_model))
+        .route("/api/budgets", get(budgets).post(create_budget))
+        .route("/api/budgets/{name}", put(update_budget).delete(delete_budget))
         .route("/api/routing", get(routing).put(set_routing))
         .route("/api/routing/models/{name}", put(set_model_route))
         .route("/api/ca", get(ca_status))
@@ -325,6 +329,22 @@ async fn update_model(State(s): Svc, Path(name): Path<String>, body: Bytes) -> R
 async fn delete_model(State(s): Svc, Path(name): Path<String>) -> Result<StatusCode, CtlError> {
     s.delete_model(&name).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+async fn budgets(State(s): Svc) -> Res<dto::BudgetReport> {
+    ok(s.budgets().await)
+}
+
+async fn create_budget(State(s): Svc, body: Bytes) -> Res<dto::BudgetReport> {
+    ok(s.create_budget(json(&body)?).await)
+}
+
+async fn update_budget(State(s): Svc, Path(name): Path<String>, body: Bytes) -> Res<dto::BudgetReport> {
+    ok(s.update_budget(&name, json(&body)?).await)
+}
+
+async fn delete_budget(State(s): Svc, Path(name): Path<String>) -> Res<dto::BudgetReport> {
+    ok(s.delete_budget(&name).await)
 }
 
 async fn test_model(State(s): Svc, Path(name): Path<String>) -> Res<dto::ConnectionTest> {

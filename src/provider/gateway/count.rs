@@ -69,6 +69,7 @@ impl Gateway {
             conversation_id: ctx.conversation_id.clone(),
             request_id: ctx.request_id.clone(),
             session_id: ctx.session_id.clone(),
+            budget_downgrade: None,
         });
         let result = match &route {
             None => Err(ProviderError::UnknownModel(req.model.clone())),

@@ -8,6 +8,56 @@ export type ErrorBody = {
  */
 kind: string, message: string, };
 
+export type BudgetScope = "all" | "client" | "provider" | "model";
+
+export type BudgetPeriod = "day" | "week" | "month";
+
+export type BudgetAction = "refuse" | "downgrade";
+
+export type BudgetLevel = "ok" | "warning" | "exceeded";
+
+export type Budget = { name: string, scope: BudgetScope, 
+/**
+ * The client, provider, or model or group (none for `all`).
+ */
+target: string | null, period: BudgetPeriod, limitUsd: number, softPercent: number, onLimit: BudgetAction, downgradeTo: string | null, 
+/**
+ * Finished calls this period plus estimates of calls in flight.
+ */
+spentMicros: number, spentUsd: number, 
+/**
+ * Of `spentMicros`, the estimates of calls in flight.
+ */
+inFlightMicros: number, 
+/**
+ * Whole percent of the limit (may exceed 100).
+ */
+percent: number, level: BudgetLevel, periodStartMs: number, 
+/**
+ * When the period ends and the spend starts again from zero.
+ */
+resetMs: number, };
+
+export type BudgetReport = { budgets: Array<Budget>, 
+/**
+ * Everything spent today (in the budgets' time zone), finished calls only.
+ */
+todayMicros: number, todayUsd: number, 
+/**
+ * The name of the budget with the highest percent, if any.
+ */
+nearest: string | null, 
+/**
+ * The zone budgets follow: seconds east of UTC.
+ */
+utcOffsetS: number, 
+/**
+ * The config's `time_zone` (`local` when unset).
+ */
+timeZone: string, };
+
+export type BudgetInput = { name: string, scope: BudgetScope, target: string | null, period: BudgetPeriod, limitUsd: number, softPercent: number | null, onLimit: BudgetAction, downgradeTo: string | null, };
+
 export type EngineStatus = { version: string, uptimeMs: number, 
 /**
  * E.g. `http://127.0.0.1:4937`; OpenAI clients use `{gatewayUrl}/v1`.
@@ -246,7 +296,11 @@ requestId: string | null,
 /**
  * The client's own session (Claude Code's `X-Claude-Code-Session-Id`, Codex's `session_id`).
  */
-sessionId: string | null, };
+sessionId: string | null, 
+/**
+ * The cheaper model or group a budget sent the call to (`model` is what the client asked for).
+ */
+budgetDowngrade: string | null, };
 
 export type CallPage = { calls: Array<CallSummary>, offset: number, limit: number, 
 /**

@@ -4,6 +4,8 @@
 // itself holds no credential), or Tauri IPC in the app window (the shell's one `control` command, which
 // serves the same `/api/...` routes in-process and answers `{status, body}`).
 import type {
+  BudgetInput,
+  BudgetReport,
   DoctorReport,
   AppInput,
   AppStatus,
@@ -242,6 +244,12 @@ export function createApi(t: Transport) {
     setWebKey: (value: string) => t.request<WebSettings>("PUT", "/api/web/key", { value }),
     deleteWebKey: () => t.request<WebSettings>("DELETE", "/api/web/key"),
     testWebSearch: (query: string) => t.request<WebTestResult>("POST", "/api/web/test", { query }),
+
+    // Budgets (`[[budgets]]`): spend per budget this period; edits are written to the config file.
+    budgets: () => t.request<BudgetReport>("GET", "/api/budgets"),
+    createBudget: (b: BudgetInput) => t.request<BudgetReport>("POST", "/api/budgets", b),
+    updateBudget: (name: string, b: BudgetInput) => t.request<BudgetReport>("PUT", `/api/budgets/${seg(name)}`, b),
+    deleteBudget: (name: string) => t.request<BudgetReport>("DELETE", `/api/budgets/${seg(name)}`),
 
     // The app window only (the shell's supervisor); a browser gets 404 `not_found`.
     app: () => t.request<AppStatus>("GET", "/api/app"),

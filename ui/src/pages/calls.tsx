@@ -240,6 +240,7 @@ function Summary({ c, priceVersion }: { c: CallSummary; priceVersion: string | n
           {c.requestId && <Row k="Request" v={<code>{c.requestId}</code>} />}
           <Row k="Dialect" v={c.dialect} />
           <Row k="Model" v={`${c.model}${c.upstreamModel ? ` → ${c.upstreamModel}` : ""}`} />
+          {c.budgetDowngrade && <Row k="Budget downgrade" v={`${c.model} → ${c.budgetDowngrade} (a budget was used up)`} />}
           <Row k="Provider" v={c.provider ?? "—"} />
           <Row k="Streamed" v={c.stream ? "yes" : "no"} />
           <Row k="Retries" v={c.retries} />

@@ -4,6 +4,7 @@ import { formatCost, formatDuration, formatMs, formatPercent, formatTokens, plur
 import { dailyColumns, dayRange, stackPoints } from "../charts";
 import { ColumnChart } from "../chart";
 import { Empty, Stat, View, useLoad } from "../ui";
+import { BudgetBanner } from "./budgets";
 
 export function Bars({ bars, label, none = "Nothing yet." }: { bars: Bar[]; label: string; none?: string }) {
   if (bars.length === 0) return <p class="muted">{none}</p>;
@@ -176,6 +177,7 @@ function OverTime({ split, days }: { split: Split; days: number }) {
 
 export function Overview(_: { args: string[] }) {
   const status = useLoad(() => api().status());
+  const budgets = useLoad(() => api().budgets());
   const [split, setSplit] = useState<Split>("model");
   const [days, setDays] = useState(7);
   return (
@@ -189,6 +191,7 @@ export function Overview(_: { args: string[] }) {
           </p>
         )}
       </View>
+      <View res={budgets}>{(r) => <BudgetBanner report={r} />}</View>
       <Controls split={split} setSplit={setSplit} days={days} setDays={setDays} />
       <h2>Today (UTC)</h2>
       <Today split={split} />

@@ -1,0 +1,363 @@
+//! Budgets (issue 17) against a real engine on port 0, a mock upstream and a real SQLite file:
+//! spend comes from the ledger (and survives a restart), the soft threshold is reported, a spent
+//! `refuse` budget answers 429 `budget_exceeded` in each client's dialect, a `downgrade` budget
+//! sends new conversations (only) to the cheaper model and records it, and a call already
+//! streaming is never cut. Expected bodies are written by hand from the vendors' error shapes
+//! (OpenAI `{"error": {message, type, param, code}}`, Anthropic `{"type": "error", "error":
+//! {type, message}}`) with Keyhaven's `budget_exceeded` type.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::support::{Client, MockUpstream, Reply, TestEngine, config_with};
+
+/// 1000 input and 100 output tokens: at the `big` model's $10 / $30 per million, $0.013.
+const CHAT_USAGE: &str = concat!(
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"x\",",
+    "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"hello\"},\"finish_reason\":null}]}\n\n",
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"x\",",
+    "\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],",
+    "\"usage\":{\"prompt_tokens\":1000,\"completion_tokens\":100,\"total_tokens\":1100}}\n\n",
+    "data: [DONE]\n\n",
+);
+
+/// One call's cost in micro-USD (see [`CHAT_USAGE`]).
+const CALL_MICROS: u64 = 13_000;
+
+const MODELS: &str = r#"
+[[models]]
+name = "big"
+provider = "oa"
+upstream = "big-upstream"
+price = { input = "10.00", output = "30.00", cache_read = "1.00", cache_write = "10.00" }
+
+[[models]]
+name = "small"
+provider = "oa"
+upstream = "small-upstream"
+price = { input = "0.10", output = "0.30", cache_read = "0.01", cache_write = "0.10" }
+"#;
+
+/// The test config in the zone +02:00 with `budgets` appended.
+fn config(mock: &MockUpstream, budgets: &str) -> String {
+    format!("time_zone = \"+02:00\"\n{}", config_with(&mock.url(), "", &format!("{MODELS}\n{budgets}")))
+}
+
+fn ask(client: Client, model: &str, text: &str) -> Value {
+    match client {
+        Client::Openai => json!({"model": model, "messages": [{"role": "user", "content": text}]}),
+        Client::Anthropic => {
+            json!({"model": model, "max_tokens": 100, "messages": [{"role": "user", "content": text}]})
+        }
+        Client::Responses => json!({"model": model, "input": text}),
+    }
+}
+
+/// A Chat request in a conversation under way (an assistant turn already happened).
+fn follow_up(model: &str, first: &str) -> Value {
+    json!({"model": model, "messages": [
+        {"role": "user", "content": first},
+        {"role": "assistant", "content": "hello"},
+        {"role": "user", "content": "and then?"}
+    ]})
+}
+
+/// The first instant of next month in +02:00, as Unix ms and RFC 3339 (computed here by hand).
+fn next_month_reset() -> (i64, String) {
+    let offset = time::UtcOffset::from_hms(2, 0, 0).expect("offset");
+    let now = time::OffsetDateTime::now_utc().to_offset(offset);
+    let (y, m) = if now.month() == time::Month::December {
+        (now.year() + 1, 1u8)
+    } else {
+        (now.year(), u8::from(now.month()) + 1)
+    };
+    let date = time::Date::from_calendar_date(y, time::Month::try_from(m).expect("month"), 1).expect("date");
+    let at = date.midnight().assume_offset(offset);
+    (at.unix_timestamp() * 1000, format!("{y:04}-{m:02}-01T00:00:00+02:00"))
+}
+
+async fn call_ok(engine: &TestEngine, mock: &MockUpstream, client: Client, model: &str, text: &str) {
+    mock.push(Reply::sse(CHAT_USAGE));
+    let resp = engine.post(client, &ask(client, model, text)).await;
+    assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap_or_default());
+    let _ = resp.text().await;
+}
+
+async fn budgets(engine: &TestEngine) -> Value {
+    let (status, body) = engine.control(reqwest::Method::GET, "/api/budgets", None).await;
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).expect("json")
+}
+
+#[tokio::test]
+async fn spend_comes_from_the_ledger_survives_a_restart_and_the_soft_threshold_is_reported() {
+    let mock = MockUpstream::start().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let config = config(
+        &mock,
+        r#"
+[[budgets]]
+name = "monthly"
+period = "month"
+limit_usd = 0.02
+soft_percent = 50
+
+[[budgets]]
+name = "oa-daily"
+provider = "oa"
+period = "day"
+limit_usd = 1
+"#,
+    );
+    let keyring = Arc::new(keyhaven::secrets::MemoryKeyring::default());
+    let engine = TestEngine::start_with_keyring(dir, &config, keyring.clone()).await;
+    let report = budgets(&engine).await;
+    assert_eq!(report["budgets"][0]["spentMicros"], 0);
+    assert_eq!(report["budgets"][0]["level"], "ok");
+
+    call_ok(&engine, &mock, Client::Openai, "big", "hi").await;
+    engine.wait_calls(1).await;
+    let (reset_ms, _) = next_month_reset();
+    let check = |report: &Value, when: &str| {
+        let monthly = &report["budgets"][0];
+        assert_eq!(monthly["name"], "monthly", "{when}: {report:#}");
+        assert_eq!(monthly["scope"], "all");
+        assert_eq!(monthly["spentMicros"], CALL_MICROS, "{when}: {report:#}");
+        assert_eq!(monthly["inFlightMicros"], 0, "{when}");
+        assert_eq!(monthly["percent"], 65, "{when}");
+        assert_eq!(monthly["level"], "warning", "{when}: 65 % is past the 50 % soft threshold");
+        assert_eq!(monthly["resetMs"], reset_ms, "{when}");
+        let daily = &report["budgets"][1];
+        assert_eq!(daily["scope"], "provider");
+        assert_eq!(daily["target"], "oa");
+        assert_eq!(daily["spentMicros"], CALL_MICROS, "{when}");
+        assert_eq!(daily["percent"], 1, "{when}");
+        assert_eq!(daily["level"], "ok", "{when}");
+        assert_eq!(report["todayMicros"], CALL_MICROS, "{when}");
+        assert_eq!(report["nearest"], "monthly", "{when}");
+        assert_eq!(report["utcOffsetS"], 7200, "{when}");
+    };
+    check(&budgets(&engine).await, "after the call");
+
+    // A new process on the same database: the spend is read back from the ledger.
+    let dir = engine.stop().await;
+    let engine = TestEngine::start_with_keyring(dir, &config, keyring).await;
+    check(&budgets(&engine).await, "after a restart");
+    engine.stop().await;
+}
+
+#[tokio::test]
+async fn a_spent_refuse_budget_answers_429_budget_exceeded_in_each_dialect() {
+    let mock = MockUpstream::start().await;
+    let config = config(
+        &mock,
+        r#"
+[[budgets]]
+name = "cap"
+limit_usd = 0.01
+on_limit = "refuse"
+"#,
+    );
+    let engine = TestEngine::start_in(tempfile::tempdir().expect("dir"), &config).await;
+    call_ok(&engine, &mock, Client::Openai, "big", "hi").await;
+    engine.wait_calls(1).await;
+
+    let (_, reset_at) = next_month_reset();
+    let message = format!(
+        "Keyhaven budget `cap` is used up (limit $0.01 per month); new calls are refused until it resets at \
+         {reset_at}. Raise the limit or change the budget on the dashboard (Budgets)"
+    );
+    let openai =
+        json!({"error": {"message": message, "type": "budget_exceeded", "param": null, "code": "budget_exceeded"}});
+    let anthropic = json!({"type": "error", "error": {"type": "budget_exceeded", "message": message}});
+    for (client, want) in [(Client::Openai, &openai), (Client::Anthropic, &anthropic), (Client::Responses, &openai)] {
+        for stream in [false, true] {
+            let mut body = ask(client, "small", "hi again");
+            body["stream"] = json!(stream);
+            let resp = engine.post(client, &body).await;
+            assert_eq!(resp.status(), 429, "{client:?} stream={stream}");
+            assert_eq!(resp.headers().get("x-should-retry").and_then(|v| v.to_str().ok()), Some("false"));
+            let got: Value = resp.json().await.expect("json body");
+            assert_eq!(&got, want, "{client:?} stream={stream}");
+        }
+    }
+    assert_eq!(mock.seen().len(), 1, "refused calls never reach the upstream");
+    let calls = engine.wait_calls(7).await;
+    let refused: Vec<_> = calls.iter().filter(|c| c.summary.error_kind.as_deref() == Some("budget_exceeded")).collect();
+    assert_eq!(refused.len(), 6, "every refusal has its row");
+    assert!(refused.iter().all(|c| c.summary.http_status == Some(429) && c.summary.cost_micros.unwrap_or(0) == 0));
+    engine.stop().await;
+}
+
+#[tokio::test]
+async fn a_downgrade_budget_moves_new_conversations_only_and_records_it() {
+    let mock = MockUpstream::start().await;
+    let config = config(
+        &mock,
+        r#"
+[[budgets]]
+name = "big-cap"
+model = "big"
+period = "week"
+limit_usd = 0.01
+on_limit = "downgrade"
+downgrade_to = "small"
+"#,
+    );
+    let engine = TestEngine::start_in(tempfile::tempdir().expect("dir"), &config).await;
+    call_ok(&engine, &mock, Client::Openai, "big", "first task").await;
+    assert_eq!(mock.seen()[0].body["model"], "big-upstream");
+
+    // A new conversation: the cheaper model, recorded on the row.
+    call_ok(&engine, &mock, Client::Openai, "big", "second task").await;
+    assert_eq!(mock.seen()[1].body["model"], "small-upstream", "a new conversation is downgraded");
+    let calls = engine.wait_calls(2).await;
+    let row = &calls[0].summary;
+    assert_eq!(row.model, "big", "the row keeps what the client asked for");
+    assert_eq!(row.budget_downgrade.as_deref(), Some("small"));
+    assert_eq!(row.upstream_model.as_deref(), Some("small-upstream"));
+    assert!(calls[1].summary.budget_downgrade.is_none());
+
+    // A conversation that was under way before the limit keeps its model...
+    mock.push(Reply::sse(CHAT_USAGE));
+    let resp = engine.post(Client::Openai, &follow_up("big", "first task")).await;
+    assert_eq!(resp.status(), 200);
+    let _ = resp.text().await;
+    assert_eq!(mock.seen()[2].body["model"], "big-upstream", "never switched mid-conversation");
+
+    // ...and the one that started downgraded stays on the cheaper model.
+    mock.push(Reply::sse(CHAT_USAGE));
+    let resp = engine.post(Client::Openai, &follow_up("big", "second task")).await;
+    assert_eq!(resp.status(), 200);
+    let _ = resp.text().await;
+    assert_eq!(mock.seen()[3].body["model"], "small-upstream");
+    let calls = engine.wait_calls(4).await;
+    assert_eq!(calls[0].summary.budget_downgrade.as_deref(), Some("small"));
+    assert!(calls[1].summary.budget_downgrade.is_none());
+
+    // Other models are not limited by this budget.
+    let (status, body) = engine.control(reqwest::Method::GET, "/api/budgets", None).await;
+    assert_eq!(status, 200);
+    let report: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(report["budgets"][0]["level"], "exceeded", "{report:#}");
+    assert_eq!(report["budgets"][0]["onLimit"], "downgrade");
+    engine.stop().await;
+}
+
+#[tokio::test]
+async fn a_call_already_streaming_is_not_cut_when_the_limit_is_reached() {
+    let mock = MockUpstream::start().await;
+    let config = config(
+        &mock,
+        r#"
+[[budgets]]
+name = "cap"
+period = "day"
+limit_usd = 0.01
+"#,
+    );
+    let engine = TestEngine::start_in(tempfile::tempdir().expect("dir"), &config).await;
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    mock.push(Reply::sse(CHAT_USAGE).gate(1, gate.clone()));
+    let mut body = ask(Client::Openai, "big", "long answer");
+    body["stream"] = json!(true);
+    let streaming = engine.post(Client::Openai, &body).await;
+    assert_eq!(streaming.status(), 200);
+
+    // Meanwhile another call spends the budget.
+    call_ok(&engine, &mock, Client::Openai, "big", "quick one").await;
+    let mut next = ask(Client::Openai, "big", "one more");
+    next["stream"] = json!(true);
+    assert_eq!(engine.post(Client::Openai, &next).await.status(), 429, "new calls are refused now");
+
+    // The stream that was running finishes whole.
+    gate.add_permits(1);
+    let text = streaming.text().await.expect("the stream ends");
+    assert!(text.contains("\"finish_reason\":\"stop\""), "{text}");
+    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+    let calls = engine.wait_calls(3).await;
+    let first = calls.iter().find(|c| c.summary.stream && c.summary.error_kind.is_none()).expect("the streamed call");
+    assert_eq!(first.summary.status, keyhaven::model::CallStatus::Ok);
+    assert_eq!(first.summary.cost_micros, Some(CALL_MICROS as i64));
+    engine.stop().await;
+}
+
+#[tokio::test]
+async fn budgets_are_edited_through_the_control_api_and_written_to_the_config_file() {
+    let mock = MockUpstream::start().await;
+    let config = config(&mock, "");
+    let keyring = Arc::new(keyhaven::secrets::MemoryKeyring::default());
+    let engine = TestEngine::start_full(
+        tempfile::tempdir().expect("dir"),
+        &config,
+        keyring,
+        true,
+        keyhaven::app::EngineExtras::default(),
+    )
+    .await;
+    call_ok(&engine, &mock, Client::Openai, "big", "hi").await;
+    engine.wait_calls(1).await;
+
+    let input = json!({"name": "team", "scope": "model", "target": "big", "period": "month", "limitUsd": 0.01,
+                       "onLimit": "downgrade", "downgradeTo": "small"});
+    let (status, body) = engine.control(reqwest::Method::POST, "/api/budgets", Some(input)).await;
+    assert_eq!(status, 200, "{body}");
+    let report: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(report["budgets"][0]["spentMicros"], CALL_MICROS, "seeded from the ledger: {report:#}");
+    assert_eq!(report["budgets"][0]["level"], "exceeded");
+    let file = std::fs::read_to_string(engine.dir.path().join("config.toml")).expect("config");
+    let parsed = keyhaven::config::load_str("config.toml", &file).expect("valid");
+    assert_eq!(parsed.budgets.len(), 1);
+    assert_eq!(parsed.budgets[0].model.as_deref(), Some("big"));
+    assert_eq!(parsed.budgets[0].downgrade_to.as_deref(), Some("small"));
+
+    // Applied at once: a new conversation goes to the cheaper model.
+    call_ok(&engine, &mock, Client::Openai, "big", "next").await;
+    assert_eq!(mock.seen()[1].body["model"], "small-upstream");
+
+    // A bad budget is refused with the validation's words, and nothing is written.
+    let bad =
+        json!({"name": "x", "scope": "model", "target": "nope", "period": "day", "limitUsd": 1, "onLimit": "refuse"});
+    let (status, body) = engine.control(reqwest::Method::POST, "/api/budgets", Some(bad)).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("unknown model or group `nope`"), "{body}");
+
+    let (status, body) = engine.control(reqwest::Method::DELETE, "/api/budgets/team", None).await;
+    assert_eq!(status, 200, "{body}");
+    let file = std::fs::read_to_string(engine.dir.path().join("config.toml")).expect("config");
+    assert!(keyhaven::config::load_str("config.toml", &file).expect("valid").budgets.is_empty());
+    engine.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cursor_gets_a_visible_notice_when_a_budget_refuses() {
+    use keyhaven::cursor::protocol::aiserver;
+    use keyhaven::cursor::protocol::connect::Code;
+
+    use crate::cursor_sim::{FrameReader, run_request, sim_with};
+    // gpt-4o-mini at the shipped table's price: one call costs more than 1 µ$.
+    let s = sim_with(
+        &format!(
+            "[proxy]\nmode = \"local\"\n{}\n[[budgets]]\nname = \"cap\"\nlimit_usd = 0.000001\n",
+            crate::cursor_sim::SHORT
+        ),
+        "",
+    )
+    .await;
+    s.mock.push(Reply::sse(CHAT_USAGE));
+    let resp = s.te.post(Client::Openai, &ask(Client::Openai, "oa-model", "spend")).await;
+    assert_eq!(resp.status(), 200);
+    let _ = resp.text().await;
+    s.te.wait_calls(1).await;
+
+    s.append("r-budget", 0, &run_request("oa-model", "hi")).await;
+    let (_, end) = FrameReader::new(s.run_sse("r-budget").await).rest().await;
+    let err = end.error.expect("an error end-stream");
+    assert_eq!(err.code, Code::ResourceExhausted);
+    assert_eq!(err.cursor_details().expect("ErrorDetails").error, aiserver::error_details::Error::RateLimited as i32);
+    assert!(err.message.contains("Keyhaven budget reached"), "{err:?}");
+    assert!(err.message.contains("budget `cap` is used up"), "{err:?}");
+    assert_eq!(s.mock.seen().len(), 1, "the refused run never reached the upstream");
+    s.te.stop().await;
+}
