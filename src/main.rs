@@ -150,6 +150,10 @@ enum KeyAction {
 
 /// The machine as this binary finds it: the only place (with the tray app's `main`) that asks
 /// the environment and the platform's directories.
+/// The system's UTC offset in seconds, read at the start of `main` (`None`: the platform would
+/// not say).
+static LOCAL_OFFSET: std::sync::OnceLock<Option<i32>> = std::sync::OnceLock::new();
+
 fn host() -> Host {
     let dirs = directories::ProjectDirs::from("dev", "keyhaven", "keyhaven");
     Host {
@@ -159,9 +163,8 @@ fn host() -> Host {
         appdata: std::env::var_os("APPDATA").map(PathBuf::from),
         temp_dir: std::env::temp_dir(),
         cwd: std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir()),
-        // The system's zone for budget periods; unknown (UTC) where the platform will not say
-        // safely (on Unix, once other threads run).
-        local_offset_s: time::UtcOffset::current_local_offset().ok().map(time::UtcOffset::whole_seconds),
+        // The system's zone for budget periods, read by `main` before any other thread started.
+        local_offset_s: LOCAL_OFFSET.get().copied().flatten(),
     }
 }
 
@@ -170,6 +173,9 @@ fn load_config(path: &Path, out: &mut impl Write) -> anyhow::Result<FileConfig> 
 }
 
 fn main() -> anyhow::Result<()> {
+    // First, while this is the only thread: on Unix the platform's local offset can be read
+    // safely only then (the `time` crate refuses once other threads run), and budgets need it.
+    LOCAL_OFFSET.get_or_init(|| time::UtcOffset::current_local_offset().ok().map(time::UtcOffset::whole_seconds));
     let cli = Cli::parse();
     // The engine never installs a subscriber: the binary does, with a layer feeding the control
     // API's live log tail.

@@ -22,6 +22,15 @@ pub fn has_display() -> bool {
     set("DISPLAY") || set("WAYLAND_DISPLAY")
 }
 
+/// The system's UTC offset in seconds, read once at the start of `main` (`None`: the platform
+/// would not say, e.g. when read after other threads started).
+static LOCAL_OFFSET: std::sync::OnceLock<Option<i32>> = std::sync::OnceLock::new();
+
+/// Reads the system's UTC offset; call first in `main`, while it is the only thread.
+pub fn init_local_offset() {
+    LOCAL_OFFSET.get_or_init(|| time::UtcOffset::current_local_offset().ok().map(time::UtcOffset::whole_seconds));
+}
+
 /// The machine as this binary finds it (the same lookups as the `keyhaven` binary).
 pub fn host() -> Host {
     let dirs = directories::ProjectDirs::from("dev", "keyhaven", "keyhaven");
@@ -32,9 +41,8 @@ pub fn host() -> Host {
         appdata: std::env::var_os("APPDATA").map(PathBuf::from),
         temp_dir: std::env::temp_dir(),
         cwd: std::env::current_dir().unwrap_or_else(|_| std::env::temp_dir()),
-        // The system's zone for budget periods; unknown (UTC) where the platform will not say
-        // safely (on Unix, once other threads run).
-        local_offset_s: time::UtcOffset::current_local_offset().ok().map(time::UtcOffset::whole_seconds),
+        // The system's zone for budget periods, read by `main` before any other thread started.
+        local_offset_s: LOCAL_OFFSET.get().copied().flatten(),
     }
 }
 

@@ -52,6 +52,9 @@ pub struct Args {
 
 /// The binary's entry point.
 pub fn main() -> ExitCode {
+    // First, while this is the only thread: on Unix the platform's local offset can be read
+    // safely only then (the `time` crate refuses once other threads run), and budgets need it.
+    host::init_local_offset();
     let args = Args::parse();
     let logs = init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
