@@ -23,6 +23,7 @@
 mod conversation;
 mod read;
 mod schema;
+mod stats;
 mod writer;
 
 use std::future::Future;
@@ -46,6 +47,7 @@ pub use read::{
     CallDetail, CallFilter, CallSummary, DEFAULT_LIMIT, LATENCY_BOUNDS_MS, LatencyHistogram, MAX_LIMIT, SessionRow,
     UsageGroup, UsageGroupRow, UsageRow, UsageSplitRow, UsageTotals,
 };
+pub use stats::{COMMIT_BOUNDS_SECONDS, LedgerSnapshot};
 
 /// How long SQLite waits on a lock held by another connection.
 const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
@@ -176,6 +178,8 @@ pub struct Store {
     writer: Option<JoinHandle<()>>,
     reader: Arc<Mutex<Connection>>,
     dropped: AtomicU64,
+    /// Queue depth and commit times (the metrics endpoint reads them).
+    stats: Arc<stats::WriterStats>,
     epoch: i64,
     location: String,
 }
@@ -262,7 +266,15 @@ impl Store {
         location: String,
     ) -> Result<Store, StoreError> {
         let (tx, rx) = std::sync::mpsc::sync_channel(opts.writer_queue.max(1));
-        let writer = Writer { conn, rx, epoch: opts.epoch, file_backed, idle_checkpoint: opts.idle_checkpoint };
+        let stats = Arc::new(stats::WriterStats::default());
+        let writer = Writer {
+            conn,
+            rx,
+            epoch: opts.epoch,
+            file_backed,
+            idle_checkpoint: opts.idle_checkpoint,
+            stats: stats.clone(),
+        };
         let handle = std::thread::Builder::new()
             .name("keyhaven-store".into())
             .spawn(move || writer.run())
@@ -272,6 +284,7 @@ impl Store {
             writer: Some(handle),
             reader,
             dropped: AtomicU64::new(0),
+            stats,
             epoch: opts.epoch,
             location,
         })
@@ -287,17 +300,28 @@ impl Store {
         self.dropped.load(Ordering::Relaxed)
     }
 
+    /// The writer's queue depth and commit times, and the records dropped (metrics).
+    pub fn ledger_stats(&self) -> LedgerSnapshot {
+        self.stats.snapshot(self.dropped())
+    }
+
     fn submit<T>(&self, make: impl FnOnce(writer::Reply<T>) -> Command) -> Ack<T> {
         let Some(tx) = &self.tx else { return Ack::ready(Err(StoreError::Closed)) };
         let (reply, rx) = oneshot::channel();
+        // Counted before the send, so the writer never takes out what was not yet counted in.
+        self.stats.enqueued();
         match tx.try_send(make(reply)) {
             Ok(()) => Ack { state: AckState::Pending(rx) },
             Err(TrySendError::Full(cmd)) => {
+                self.stats.dequeued();
                 let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
                 tracing::warn!(command = cmd.name(), dropped, "store write queue full; record dropped");
                 Ack::ready(Err(StoreError::QueueFull))
             }
-            Err(TrySendError::Disconnected(_)) => Ack::ready(Err(StoreError::Closed)),
+            Err(TrySendError::Disconnected(_)) => {
+                self.stats.dequeued();
+                Ack::ready(Err(StoreError::Closed))
+            }
         }
     }
 

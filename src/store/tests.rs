@@ -555,6 +555,28 @@ async fn a_full_queue_drops_and_counts() {
 }
 
 #[tokio::test]
+async fn ledger_stats_show_the_queue_and_the_commits() {
+    let store = Store::open_in_memory(StoreOptions { writer_queue: 2, ..opts(1) }).expect("open");
+    let pause = store.pause_writer();
+    let a = store.record_start(start("s1", DAY0, "m"));
+    let b = store.record_start(start("s2", DAY0, "m"));
+    let c = store.record_start(start("s3", DAY0, "m"));
+    assert_eq!(c.await, Err(StoreError::QueueFull));
+    let held = store.ledger_stats();
+    assert_eq!((held.queue_depth, held.dropped), (2, 1));
+    drop(pause);
+    a.await.expect("committed");
+    b.await.expect("committed");
+    store.flush().await.expect("flush");
+    let after = store.ledger_stats();
+    assert_eq!(after.queue_depth, 0);
+    assert!(after.commits >= 1, "{after:?}");
+    assert_eq!(after.commit_buckets.len(), crate::store::COMMIT_BOUNDS_SECONDS.len());
+    let last = after.commit_buckets.last().map_or(0, |b| b.1);
+    assert!(last <= after.commits && after.commit_buckets.windows(2).all(|w| w[0].1 <= w[1].1), "{after:?}");
+}
+
+#[tokio::test]
 async fn an_unwritable_location_is_a_clear_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     // A parent that is a file: fails for every user, root included.

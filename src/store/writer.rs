@@ -110,6 +110,8 @@ pub(crate) struct Writer {
     pub(crate) file_backed: bool,
     /// Idle time after which the WAL is checkpointed.
     pub(crate) idle_checkpoint: Duration,
+    /// Queue depth and commit times (metrics).
+    pub(crate) stats: Arc<crate::store::stats::WriterStats>,
 }
 
 impl Writer {
@@ -136,10 +138,14 @@ impl Writer {
                 }
             };
             let mut batch = Vec::new();
+            self.stats.dequeued();
             collect(first, &mut batch);
             while batch.len() < MAX_BATCH {
                 match self.rx.try_recv() {
-                    Ok(c) => collect(c, &mut batch),
+                    Ok(c) => {
+                        self.stats.dequeued();
+                        collect(c, &mut batch);
+                    }
                     Err(_) => break,
                 }
             }
@@ -147,7 +153,9 @@ impl Writer {
                 continue;
             }
             shutting_down |= batch.iter().any(|c| matches!(c, Command::Shutdown(_)));
+            let began = std::time::Instant::now();
             self.execute(batch);
+            self.stats.committed(began.elapsed());
             dirty = true;
         }
         if dirty {

@@ -27,6 +27,7 @@ mod key_origins;
 mod layering;
 mod lingma;
 mod local_endpoints;
+mod metrics;
 mod passthrough;
 mod prefix_stability;
 mod proxy;

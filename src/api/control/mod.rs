@@ -37,6 +37,7 @@
 //! GET    /api/web                       PUT /api/web          (web tools: search provider, fetch mode)
 //! PUT    /api/web/key                   DELETE /api/web/key   (the Brave Search key, write-only)
 //! POST   /api/web/test                  (one test search: hit count or the error)
+//! GET    /metrics                       (HTTP only: Prometheus text format, same guard)
 //! ```
 
 pub mod guard;
@@ -121,14 +122,31 @@ fn ok<T>(r: Result<T, ControlError>) -> Res<T> {
 }
 
 /// The `/api/…` routes, guarded. Merged into the gateway router by `api::router`.
-pub fn router<S: Clone + Send + Sync + 'static>(api: ControlApi, guard: Arc<crate::api::GuardConfig>) -> Router<S> {
+pub fn router<S: Clone + Send + Sync + 'static>(
+    api: ControlApi,
+    guard: Arc<crate::api::GuardConfig>,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
+) -> Router<S> {
     let check = guard::ControlGuard::new(&guard, api.token.clone()).with_sessions(api.sessions.clone());
     // HTTP only: the app window needs no browser session.
     let sessions = Router::new().route("/api/session/nonce", post(mint_nonce)).with_state(api.sessions);
-    routes()
-        .with_state(api.service)
-        .merge(sessions)
-        .layer(axum::middleware::from_fn_with_state(Arc::new(check), guard::check))
+    let mut router = routes().with_state(api.service).merge(sessions);
+    if let Some(metrics) = metrics {
+        // Behind the same guard: a scraper presents the control token as a bearer token.
+        router = router.merge(Router::new().route("/metrics", get(scrape)).with_state(metrics));
+    }
+    router.layer(axum::middleware::from_fn_with_state(Arc::new(check), guard::check))
+}
+
+/// `GET /metrics`: the Prometheus text format ([`crate::metrics`]).
+async fn scrape(State(metrics): State<Arc<crate::metrics::Metrics>>) -> Response {
+    match metrics.render() {
+        Ok(text) => ([(axum::http::header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "metrics not rendered");
+            error_response(StatusCode::INTERNAL_SERVER_ERROR, "internal", "metrics could not be rendered")
+        }
+    }
 }
 
 /// `POST /api/session/nonce`: a one-time dashboard link (how `keyhaven dashboard`, which holds the
