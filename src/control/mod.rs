@@ -33,6 +33,7 @@
 mod doctor;
 pub mod dto;
 mod edit;
+pub mod export;
 pub mod logs;
 pub mod token;
 mod usage;

@@ -50,6 +50,7 @@ fn finish(id: &str) -> CallFinish {
         usage_estimated: false,
         cost_micros: Some(1500),
         price_version: None,
+        cost_source: None,
         ttft_ms: Some(5),
         total_ms: 10,
         retries: 0,

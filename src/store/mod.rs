@@ -44,8 +44,8 @@ use crate::store::writer::{Command, Writer};
 
 pub use conversation::{CheckpointRecord, ConversationOp};
 pub use read::{
-    CallDetail, CallFilter, CallSummary, DEFAULT_LIMIT, LATENCY_BOUNDS_MS, LatencyHistogram, MAX_LIMIT, SessionRow,
-    UsageGroup, UsageGroupRow, UsageRow, UsageSplitRow, UsageTotals,
+    CallDetail, CallFilter, CallSummary, CostSourceRow, DEFAULT_LIMIT, LATENCY_BOUNDS_MS, LatencyHistogram, MAX_LIMIT,
+    SessionRow, UsageDailyRow, UsageGroup, UsageGroupRow, UsageRow, UsageSplitRow, UsageTotals,
 };
 pub use stats::{COMMIT_BOUNDS_SECONDS, LedgerSnapshot};
 
@@ -514,6 +514,31 @@ impl Store {
     ) -> Result<Vec<LatencyHistogram>, StoreError> {
         let (since, until) = (since_day.to_owned(), until_day.to_owned());
         self.read(move |c| read::latency_histograms(c, &since, &until, group)).await
+    }
+
+    /// Finished calls started in `since_ms..until_ms` by cost source (from `calls`: what
+    /// retention kept).
+    pub async fn cost_sources(&self, since_ms: i64, until_ms: i64) -> Result<Vec<CostSourceRow>, StoreError> {
+        self.read(move |c| read::cost_sources(c, since_ms, until_ms)).await
+    }
+
+    /// A page of the calls started in `since_ms..until_ms`, oldest first, after `(started_ms,
+    /// id)` (keyset paging for exports). At most `limit` (capped at [`MAX_LIMIT`]).
+    pub async fn calls_page(
+        &self,
+        since_ms: i64,
+        until_ms: i64,
+        after: Option<(i64, String)>,
+        limit: u32,
+    ) -> Result<Vec<CallSummary>, StoreError> {
+        self.read(move |c| read::calls_page(c, since_ms, until_ms, after, limit)).await
+    }
+
+    /// The `usage_daily` rows of `since_day..=until_day` (`YYYY-MM-DD`), one per day, model,
+    /// provider and client.
+    pub async fn usage_daily(&self, since_day: &str, until_day: &str) -> Result<Vec<UsageDailyRow>, StoreError> {
+        let (since, until) = (since_day.to_owned(), until_day.to_owned());
+        self.read(move |c| read::usage_daily(c, &since, &until)).await
     }
 
     pub async fn count_calls(&self) -> Result<u64, StoreError> {

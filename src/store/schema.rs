@@ -15,6 +15,8 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0006_create_pending_and_acked_blobs.sql"),
     include_str!("migrations/0007_add_call_session.sql"),
     include_str!("migrations/0008_create_reasoning_memory.sql"),
+    // 0009 is another branch's (merged in before this one).
+    include_str!("migrations/0010_add_call_cost_source.sql"),
 ];
 
 /// The newest schema version this build knows.

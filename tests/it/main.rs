@@ -18,6 +18,7 @@ mod doctor;
 mod durability;
 mod emulation;
 mod error_lifecycle;
+mod export;
 mod faults;
 #[cfg(unix)]
 mod files;

@@ -26,6 +26,9 @@
 //! GET    /api/usage/sessions?days=7&limit=   (calls grouped by client session)
 //! GET    /api/calls?limit=&offset=&model=&provider=&client=&status=&sinceMs=&conversation=&session=
 //! GET    /api/calls/{id}                DELETE /api/calls/{id}
+//! GET    /api/calls/export?format=csv|json&since=&until=   (a download: calls without bodies)
+//! GET    /api/usage/export?format=csv|json&since=&until=   (a download: usage per day, model,
+//!        provider and client)
 //! GET    /api/retention                 PUT /api/retention
 //! GET    /api/clients                   POST /api/clients/{client}/route | /api/clients/{client}/undo
 //! POST   /api/clients/{client}/route/preview | /api/clients/{client}/undo/preview   (dry runs)
@@ -190,6 +193,8 @@ fn routes() -> Router<ControlService> {
         .route("/api/usage/series", get(usage_series))
         .route("/api/usage/sessions", get(sessions))
         .route("/api/calls", get(calls))
+        .route("/api/calls/export", get(export_calls))
+        .route("/api/usage/export", get(export_usage))
         .route("/api/calls/{id}", get(call).delete(delete_call))
         .route("/api/retention", get(retention).put(set_retention))
         .route("/api/clients", get(clients))
@@ -271,6 +276,10 @@ impl LocalControl {
         } else {
             match serde_json::from_slice(&bytes) {
                 Ok(v) => v,
+                // A download (CSV) reaches the app window as one JSON string.
+                Err(_) if status.is_success() => {
+                    serde_json::Value::String(String::from_utf8_lossy(&bytes).into_owned())
+                }
                 // axum's own rejections (405, a bad path parameter) are plain text.
                 Err(_) => {
                     let kind = if status.is_client_error() { "invalid" } else { "internal" };
@@ -287,6 +296,32 @@ impl LocalControl {
 }
 
 type Svc = State<ControlService>;
+
+async fn export(s: ControlService, what: &str, q: Result<Query<dto::ExportQuery>, QueryRejection>) -> Response {
+    let q = match query(q) {
+        Ok(q) => q,
+        Err(e) => return e.into_response(),
+    };
+    match s.export(what, q).await {
+        Ok((body, content_type, file)) => (
+            [
+                (axum::http::header::CONTENT_TYPE, content_type.to_owned()),
+                (axum::http::header::CONTENT_DISPOSITION, format!("attachment; filename=\"{file}\"")),
+            ],
+            body,
+        )
+            .into_response(),
+        Err(e) => CtlError(e).into_response(),
+    }
+}
+
+async fn export_calls(State(s): Svc, q: Result<Query<dto::ExportQuery>, QueryRejection>) -> Response {
+    export(s, "calls", q).await
+}
+
+async fn export_usage(State(s): Svc, q: Result<Query<dto::ExportQuery>, QueryRejection>) -> Response {
+    export(s, "usage", q).await
+}
 
 async fn status(State(s): Svc) -> Res<dto::EngineStatus> {
     ok(s.status().await)

@@ -182,7 +182,30 @@ export type UsageReport = {
 /**
  * First and last day of the window (`YYYY-MM-DD`, UTC).
  */
-since: string, until: string, groupBy: UsageGroupBy, totals: UsageStats, rows: Array<UsageGroupRow>, };
+since: string, until: string, groupBy: UsageGroupBy, totals: UsageStats, rows: Array<UsageGroupRow>, 
+/**
+ * Calls and cost by cost source (reported, computed, estimated; always all three), over
+ * the calls retention kept.
+ */
+costSources: Array<CostSourceShare>, };
+
+export type CostSource = "reported" | "computed" | "estimated";
+
+export type CostSourceShare = { source: CostSource, calls: number, costMicros: number, };
+
+export type ExportQuery = { 
+/**
+ * `csv` (the default) or `json`.
+ */
+format: string | null, 
+/**
+ * A UTC day (`2026-11-30`) or an RFC 3339 time; calls from the first one ever when absent.
+ */
+since: string | null, 
+/**
+ * A UTC day (through its end) or an RFC 3339 time (exclusive); now when absent.
+ */
+until: string | null, };
 
 export type UsageSeriesQuery = { 
 /**
@@ -246,7 +269,11 @@ requestId: string | null,
 /**
  * The client's own session (Claude Code's `X-Claude-Code-Session-Id`, Codex's `session_id`).
  */
-sessionId: string | null, };
+sessionId: string | null, 
+/**
+ * Where the usage and cost came from (`null`: in flight, or nothing to count).
+ */
+costSource: CostSource | null, };
 
 export type CallPage = { calls: Array<CallSummary>, offset: number, limit: number, 
 /**
