@@ -113,6 +113,8 @@ enum Command {
     },
     /// Print a one-time link to the running engine's web dashboard (the token is never printed).
     Dashboard,
+    /// The price table in use (its version) and each configured model's price and its source.
+    Prices,
 }
 
 #[derive(Subcommand, Debug)]
@@ -269,6 +271,34 @@ fn main() -> anyhow::Result<()> {
             None => calls(&paths.database, limit, &mut out),
         },
         Command::Doctor => doctor(&host, &paths, &mut out),
+        Command::Prices => {
+            let file = load_config(&paths.config, &mut out)?;
+            let report =
+                keyhaven::control::prices::report(&file, &PriceTable::builtin()?).map_err(anyhow::Error::msg)?;
+            writeln!(out, "Price table {} ({} per million tokens)", report.version, report.currency)?;
+            writeln!(
+                out,
+                "{:<28}  {:<14}  {:<30}  {:<7}  {:>11}  {:>11}  {:>11}  {:>11}",
+                "MODEL", "PROVIDER", "UPSTREAM", "SOURCE", "INPUT", "OUTPUT", "CACHE RD", "CACHE WR"
+            )?;
+            for m in &report.models {
+                let source = match m.source {
+                    keyhaven::control::dto::PriceSource::Table => "table",
+                    keyhaven::control::dto::PriceSource::Config => "config",
+                    keyhaven::control::dto::PriceSource::None => "none",
+                };
+                let [i, o, r, w] = m.per_mtok.as_ref().map_or_else(
+                    || ["-".to_owned(), "-".to_owned(), "-".to_owned(), "-".to_owned()],
+                    |p| [p.input.clone(), p.output.clone(), p.cache_read.clone(), p.cache_write.clone()],
+                );
+                writeln!(
+                    out,
+                    "{:<28}  {:<14}  {:<30}  {:<7}  {i:>11}  {o:>11}  {r:>11}  {w:>11}",
+                    m.name, m.provider, m.upstream, source
+                )?;
+            }
+            Ok(())
+        }
         Command::Setup { target } => setup_command(&paths, target, &mut out),
         Command::Ca { action } => {
             let file = load_config(&paths.config, &mut out)?;

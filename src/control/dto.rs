@@ -481,6 +481,53 @@ pub enum CallStatus {
     Interrupted,
 }
 
+/// Where a model's price comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub enum PriceSource {
+    /// The shipped price table (its version is the report's).
+    Table,
+    /// `[[models]] price` in the config.
+    Config,
+    /// No price: its calls have no cost.
+    None,
+}
+
+/// USD per million tokens, exact decimals.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ModelPriceAmounts {
+    pub input: String,
+    pub output: String,
+    pub cache_read: String,
+    pub cache_write: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ModelPrice {
+    pub name: String,
+    pub provider: String,
+    pub upstream: String,
+    pub source: PriceSource,
+    pub per_mtok: Option<ModelPriceAmounts>,
+    pub note: Option<String>,
+}
+
+/// `GET /api/prices`: the price table in use and each configured model's effective price.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct PriceReport {
+    /// The price table's version (recorded on every priced call row).
+    pub version: String,
+    pub currency: String,
+    pub models: Vec<ModelPrice>,
+}
+
 /// Where a call's usage and cost came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(test, derive(ts_rs::TS))]

@@ -35,6 +35,7 @@ pub mod dto;
 mod edit;
 pub mod export;
 pub mod logs;
+pub mod prices;
 pub mod token;
 mod usage;
 mod web;

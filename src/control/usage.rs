@@ -281,6 +281,11 @@ impl ControlService {
         Ok(dto::CallPage { calls: rows.into_iter().map(summary).collect(), offset: query.offset, limit, has_more })
     }
 
+    /// The price table in use and each configured model's effective price (the live config).
+    pub async fn prices(&self) -> Result<dto::PriceReport, ControlError> {
+        crate::control::prices::report(&self.current(), &self.inner.prices).map_err(ControlError::Internal)
+    }
+
     /// A CSV or JSON export of the calls (`what = "calls"`) or the daily usage (`"usage"`) in the
     /// query's window ([`crate::control::export`]): the body, its content type and a file name.
     pub async fn export(

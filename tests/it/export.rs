@@ -168,3 +168,65 @@ async fn exports_and_cost_sources_match_the_ledger() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("RFC 3339"));
 }
+
+#[tokio::test]
+async fn prices_show_the_table_version_and_each_models_source() {
+    let mock = MockUpstream::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = crate::support::config_text(&mock.url(), "")
+        + r#"
+[[models]]
+name = "cheap"
+provider = "oa"
+upstream = "gpt-4o-mini"
+price = { input = "1.25", output = "2.5" }
+
+[[models]]
+name = "unpriced"
+provider = "oa"
+upstream = "some-local-model"
+"#;
+    let engine = TestEngine::start_in(dir, &config).await;
+    let (status, text) = engine.control(reqwest::Method::GET, "/api/prices", None).await;
+    assert_eq!(status, 200, "{text}");
+    let report: serde_json::Value = serde_json::from_str(&text).expect("json");
+    // The shipped table's version line in src/pricing/prices.toml.
+    assert_eq!(report["version"], "2026-11-30");
+    assert_eq!(report["currency"], "USD");
+    let model = |name: &str| {
+        report["models"].as_array().expect("models").iter().find(|m| m["name"] == name).cloned().expect("model")
+    };
+    // gpt-4o-mini* in the table: 0.15 / 0.60 / 0.075 / 0.15 USD per million tokens.
+    let table = model("oa-model");
+    assert_eq!(table["source"], "table");
+    assert_eq!(
+        table["perMtok"],
+        serde_json::json!({"input": "0.150000", "output": "0.600000", "cacheRead": "0.075000", "cacheWrite": "0.150000"})
+    );
+    // The override replaces input and output; the cache prices stay the table's.
+    let cheap = model("cheap");
+    assert_eq!(cheap["source"], "config");
+    assert_eq!(
+        cheap["perMtok"],
+        serde_json::json!({"input": "1.250000", "output": "2.500000", "cacheRead": "0.075000", "cacheWrite": "0.150000"})
+    );
+    let none = model("unpriced");
+    assert_eq!(none["source"], "none");
+    assert!(none["perMtok"].is_null());
+    let dir = engine.stop().await;
+    std::fs::write(dir.path().join("config.toml"), &config).expect("config");
+    let out = Command::new(env!("CARGO_BIN_EXE_keyhaven"))
+        .arg("--config")
+        .arg(dir.path().join("config.toml"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .arg("prices")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run keyhaven");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    assert!(text.starts_with("Price table 2026-11-30 (USD per million tokens)"), "{text}");
+    let cheap_line = text.lines().find(|l| l.starts_with("cheap ")).expect("cheap line");
+    assert!(cheap_line.contains("config") && cheap_line.contains("1.250000"), "{cheap_line}");
+}

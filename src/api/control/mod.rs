@@ -29,6 +29,7 @@
 //! GET    /api/calls/export?format=csv|json&since=&until=   (a download: calls without bodies)
 //! GET    /api/usage/export?format=csv|json&since=&until=   (a download: usage per day, model,
 //!        provider and client)
+//! GET    /api/prices                    (the price table's version, each model's effective price)
 //! GET    /api/retention                 PUT /api/retention
 //! GET    /api/clients                   POST /api/clients/{client}/route | /api/clients/{client}/undo
 //! POST   /api/clients/{client}/route/preview | /api/clients/{client}/undo/preview   (dry runs)
@@ -194,6 +195,7 @@ fn routes() -> Router<ControlService> {
         .route("/api/usage/sessions", get(sessions))
         .route("/api/calls", get(calls))
         .route("/api/calls/export", get(export_calls))
+        .route("/api/prices", get(prices))
         .route("/api/usage/export", get(export_usage))
         .route("/api/calls/{id}", get(call).delete(delete_call))
         .route("/api/retention", get(retention).put(set_retention))
@@ -313,6 +315,10 @@ async fn export(s: ControlService, what: &str, q: Result<Query<dto::ExportQuery>
             .into_response(),
         Err(e) => CtlError(e).into_response(),
     }
+}
+
+async fn prices(State(s): Svc) -> Res<dto::PriceReport> {
+    ok(s.prices().await)
 }
 
 async fn export_calls(State(s): Svc, q: Result<Query<dto::ExportQuery>, QueryRejection>) -> Response {

@@ -191,6 +191,18 @@ costSources: Array<CostSourceShare>, };
 
 export type CostSource = "reported" | "computed" | "estimated";
 
+export type PriceSource = "table" | "config" | "none";
+
+export type ModelPriceAmounts = { input: string, output: string, cacheRead: string, cacheWrite: string, };
+
+export type ModelPrice = { name: string, provider: string, upstream: string, source: PriceSource, perMtok: ModelPriceAmounts | null, note: string | null, };
+
+export type PriceReport = { 
+/**
+ * The price table's version (recorded on every priced call row).
+ */
+version: string, currency: string, models: Array<ModelPrice>, };
+
 export type CostSourceShare = { source: CostSource, calls: number, costMicros: number, };
 
 export type ExportQuery = { 
