@@ -207,3 +207,13 @@ describe("downloads", () => {
     expect(invoke).toHaveBeenCalledWith("control", { method: "GET", path: "/api/usage/export?format=csv", body: null });
   });
 });
+
+describe("prices", () => {
+  it("reads the price report with a GET", async () => {
+    const report = { version: "2026-11-30", currency: "USD", models: [] };
+    const f = fakeFetch(200, JSON.stringify(report));
+    await expect(createApi(new HttpTransport({ fetch: f })).prices()).resolves.toEqual(report);
+    expect(f.mock.calls[0]![0]).toBe("/api/prices");
+    expect(f.mock.calls[0]![1]?.method).toBe("GET");
+  });
+});

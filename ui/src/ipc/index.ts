@@ -22,6 +22,7 @@ import type {
   IpcReply,
   KeyInfo,
   LogLine,
+  PriceReport,
   Model,
   ModelInput,
   ModelRouteInput,
@@ -252,6 +253,9 @@ export function createApi(t: Transport) {
     exportCalls: (q: ExportQuery) => t.download(`/api/calls/export${queryString(q)}`),
     /** Usage per day, model, provider and client of a window as CSV or JSON text. */
     exportUsage: (q: ExportQuery) => t.download(`/api/usage/export${queryString(q)}`),
+
+    /** The price table's version and each configured model's effective price. */
+    prices: () => t.request<PriceReport>("GET", "/api/prices"),
 
     retention: () => t.request<Retention>("GET", "/api/retention"),
     setRetention: (r: Retention) => t.request<RetentionApplied>("PUT", "/api/retention", r),
