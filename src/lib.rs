@@ -7,6 +7,7 @@ pub mod config;
 pub mod control;
 pub mod cursor;
 pub mod dialect;
+pub mod metrics;
 pub mod model;
 pub mod perms;
 pub mod pricing;

@@ -37,6 +37,36 @@ struct Cli {
     command: Option<Command>,
 }
 
+/// `--csv|--json` and the window of `usage` and `calls`.
+#[derive(clap::Args, Debug)]
+struct ExportArgs {
+    /// Print CSV (a header row, RFC 4180 quoting).
+    #[arg(long, conflicts_with = "json")]
+    csv: bool,
+    /// Print JSON (an array of objects).
+    #[arg(long)]
+    json: bool,
+    /// From this UTC day (2026-11-30) or RFC 3339 time (2026-11-30T09:00:00Z).
+    #[arg(long)]
+    since: Option<String>,
+    /// Through this UTC day, or up to this RFC 3339 time (exclusive); default now.
+    #[arg(long)]
+    until: Option<String>,
+}
+
+impl ExportArgs {
+    fn format(&self) -> Option<keyhaven::control::export::Format> {
+        use keyhaven::control::export::Format;
+        if self.csv {
+            Some(Format::Csv)
+        } else if self.json {
+            Some(Format::Json)
+        } else {
+            None
+        }
+    }
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the gateway (the default).
@@ -52,15 +82,21 @@ enum Command {
         #[command(subcommand)]
         action: KeyAction,
     },
-    /// Tokens and cost by day and model.
+    /// Tokens and cost by day and model; with --csv or --json, every day, model, provider and
+    /// client of the window.
     Usage {
+        /// The last N UTC days, today included (when --since is not given).
         #[arg(long, default_value_t = 7)]
         days: u32,
+        #[command(flatten)]
+        export: ExportArgs,
     },
-    /// Recent calls.
+    /// Recent calls; with --csv or --json, every call of the window (no bodies), oldest first.
     Calls {
         #[arg(long, default_value_t = 20)]
         limit: u32,
+        #[command(flatten)]
+        export: ExportArgs,
     },
     /// Check the keyring, the ports, the CA in each trust store, each client's routing, each
     /// provider with its key (one cheap request) and Cursor's HTTP/2 setting; say what to do.
@@ -77,6 +113,8 @@ enum Command {
     },
     /// Print a one-time link to the running engine's web dashboard (the token is never printed).
     Dashboard,
+    /// The price table in use (its version) and each configured model's price and its source.
+    Prices,
 }
 
 #[derive(Subcommand, Debug)]
@@ -228,9 +266,48 @@ fn main() -> anyhow::Result<()> {
             };
             key(action, file.as_ref(), &mut out)
         }
-        Command::Usage { days } => usage(&paths.database, days, &mut out),
-        Command::Calls { limit } => calls(&paths.database, limit, &mut out),
+        Command::Usage { days, export } => match export.format() {
+            Some(format) => {
+                let today = time::OffsetDateTime::now_utc().date();
+                let first = today.saturating_sub(time::Duration::days(i64::from(days.max(1)) - 1));
+                let default_since = first.midnight().assume_utc().unix_timestamp() * 1000;
+                export_command(&paths.database, "usage", &export, format, default_since, &mut out)
+            }
+            None => usage(&paths.database, days, &mut out),
+        },
+        Command::Calls { limit, export } => match export.format() {
+            Some(format) => export_command(&paths.database, "calls", &export, format, 0, &mut out),
+            None => calls(&paths.database, limit, &mut out),
+        },
         Command::Doctor => doctor(&host, &paths, &mut out),
+        Command::Prices => {
+            let file = load_config(&paths.config, &mut out)?;
+            let report =
+                keyhaven::control::prices::report(&file, &PriceTable::builtin()?).map_err(anyhow::Error::msg)?;
+            writeln!(out, "Price table {} ({} per million tokens)", report.version, report.currency)?;
+            writeln!(
+                out,
+                "{:<28}  {:<14}  {:<30}  {:<7}  {:>11}  {:>11}  {:>11}  {:>11}",
+                "MODEL", "PROVIDER", "UPSTREAM", "SOURCE", "INPUT", "OUTPUT", "CACHE RD", "CACHE WR"
+            )?;
+            for m in &report.models {
+                let source = match m.source {
+                    keyhaven::control::dto::PriceSource::Table => "table",
+                    keyhaven::control::dto::PriceSource::Config => "config",
+                    keyhaven::control::dto::PriceSource::None => "none",
+                };
+                let [i, o, r, w] = m.per_mtok.as_ref().map_or_else(
+                    || ["-".to_owned(), "-".to_owned(), "-".to_owned(), "-".to_owned()],
+                    |p| [p.input.clone(), p.output.clone(), p.cache_read.clone(), p.cache_write.clone()],
+                );
+                writeln!(
+                    out,
+                    "{:<28}  {:<14}  {:<30}  {:<7}  {i:>11}  {o:>11}  {r:>11}  {w:>11}",
+                    m.name, m.provider, m.upstream, source
+                )?;
+            }
+            Ok(())
+        }
         Command::Setup { target } => setup_command(&paths, target, &mut out),
         Command::Ca { action } => {
             let file = load_config(&paths.config, &mut out)?;
@@ -517,6 +594,37 @@ fn usage(db: &Path, days: u32, out: &mut impl Write) -> anyhow::Result<()> {
     }
     writeln!(out, "total cost since {since}: ${:.4}", total as f64 / 1e6)?;
     store.close()?;
+    Ok(())
+}
+
+/// `usage|calls --csv|--json`: the same export the dashboard downloads.
+fn export_command(
+    db: &Path,
+    what: &str,
+    args: &ExportArgs,
+    format: keyhaven::control::export::Format,
+    default_since_ms: i64,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    use keyhaven::control::export;
+    let range =
+        export::Range::parse(args.since.as_deref(), args.until.as_deref(), default_since_ms, keyhaven::clock::now_ms())
+            .map_err(|e| anyhow::anyhow!("{}", e.message()))?;
+    let store = open_store(db)?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let text = rt.block_on(async {
+        if what == "usage" {
+            export::usage(&store, range, format).await
+        } else {
+            export::calls(&store, range, format).await
+        }
+    });
+    store.close()?;
+    let text = text.map_err(|e| anyhow::anyhow!("{}", e.message()))?;
+    out.write_all(text.as_bytes())?;
+    if format == export::Format::Json {
+        writeln!(out)?;
+    }
     Ok(())
 }
 

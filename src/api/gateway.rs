@@ -27,15 +27,29 @@ use crate::provider::{CallContext, CallStream};
 const KEEPALIVE_EVERY: Duration = Duration::from_secs(15);
 
 pub async fn chat_completions(State(state): State<ApiState>, headers: HeaderMap, body: Body) -> Response {
-    handle(state, Inbound::OpenaiChat(StreamOptions::default()), headers, body).await
+    observed(state, Inbound::OpenaiChat(StreamOptions::default()), headers, body).await
 }
 
 pub async fn messages(State(state): State<ApiState>, headers: HeaderMap, body: Body) -> Response {
-    handle(state, Inbound::Anthropic, headers, body).await
+    observed(state, Inbound::Anthropic, headers, body).await
 }
 
 pub async fn responses(State(state): State<ApiState>, headers: HeaderMap, body: Body) -> Response {
-    handle(state, Inbound::OpenaiResponses, headers, body).await
+    observed(state, Inbound::OpenaiResponses, headers, body).await
+}
+
+/// The engine time [`with_headers`] put in the overhead header, for the metrics.
+#[derive(Debug, Clone, Copy)]
+struct Overhead(Duration);
+
+/// [`handle`], then the overhead into the metrics.
+async fn observed(state: ApiState, dialect: Inbound, headers: HeaderMap, body: Body) -> Response {
+    let metrics = state.metrics.clone();
+    let resp = handle(state, dialect, headers, body).await;
+    if let (Some(m), Some(Overhead(d))) = (metrics, resp.extensions().get::<Overhead>()) {
+        m.observe_overhead(dialect.name(), *d);
+    }
+    resp
 }
 
 /// A Responses call's conversation, kept under its response id once the answer is complete.
@@ -165,6 +179,7 @@ fn with_headers(mut resp: Response, id: &str, arrived: Instant, upstream_wait: O
     if let Ok(v) = HeaderValue::from_str(&format!("{:.3}", engine.as_secs_f64() * 1000.0)) {
         h.insert(crate::api::guard::OVERHEAD, v);
     }
+    resp.extensions_mut().insert(Overhead(engine));
     resp
 }
 

@@ -46,6 +46,8 @@ pub struct ApiState {
     pub require_client_token: bool,
     /// The control API and web UI; `None`: neither is served.
     pub control: Option<control::ControlApi>,
+    /// Prometheus metrics (`GET /metrics`, guarded like the control API, served with it).
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 impl std::fmt::Debug for dyn ClientDirectory {
@@ -75,7 +77,7 @@ pub fn router(state: ApiState) -> Router {
         guard: Arc::new(control::guard::ControlGuard::without_token(&guard)),
     };
     if let Some(c) = state.control.clone() {
-        app = app.merge(control::router(c, guard));
+        app = app.merge(control::router(c, guard, state.metrics.clone()));
     }
     app.fallback(move |req: axum::extract::Request| {
         let ui = ui.clone();

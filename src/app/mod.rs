@@ -26,6 +26,7 @@ use crate::control::{ControlDeps, ControlService};
 use crate::cursor::agent::AgentOptions;
 use crate::cursor::transport::{InboxOptions, RegistryOptions};
 use crate::cursor::turn::{Backend, BackendOptions};
+use crate::metrics::Metrics;
 use crate::model::{CallFinish, CallStart};
 use crate::pricing::PriceTable;
 use crate::provider::{Ack, CallSink, Catalog, Gateway, GatewayOptions, NullSink};
@@ -108,6 +109,29 @@ impl CallSink for StoreSink {
     }
 }
 
+/// Feeds the metrics from every call record on its way to the store (or nowhere, without
+/// `record_calls`): metrics do not depend on recording.
+struct MeteredSink {
+    inner: Arc<dyn CallSink>,
+    metrics: Arc<Metrics>,
+}
+
+impl CallSink for MeteredSink {
+    fn start(&self, start: CallStart) -> Ack {
+        self.metrics.call_started(&start);
+        self.inner.start(start)
+    }
+
+    fn finish(&self, finish: CallFinish) -> Ack {
+        self.metrics.call_finished(&finish);
+        self.inner.finish(finish)
+    }
+
+    fn reasoning(&self, record: crate::model::ReasoningRecord) -> Ack {
+        self.inner.reasoning(record)
+    }
+}
+
 /// A cheap handle to the running engine.
 #[derive(Debug, Clone)]
 pub struct EngineHandle {
@@ -122,6 +146,8 @@ pub struct EngineHandle {
     pub cursor: Option<CursorParts>,
     /// The web dashboard's one-time links and browser sessions.
     pub dashboard: Arc<api::control::session::Sessions>,
+    /// What `GET /metrics` serves.
+    pub metrics: Arc<Metrics>,
 }
 
 /// The Cursor backend's parts, for tests and diagnostics (live transports, undecided routes).
@@ -204,10 +230,13 @@ impl Engine {
         let secrets_keyring = secrets.keyring().clone();
         // Environment variables are sent only to the origins this config pairs them with.
         let secrets = secrets.with_env_origins(&config.file);
+        let metrics = Arc::new(Metrics::new(Some(store.clone())).map_err(|e| EngineError::Control(e.to_string()))?);
+        let recorder: Arc<dyn CallSink> =
+            if server.record_calls { Arc::new(StoreSink(store.clone())) } else { Arc::new(NullSink) };
         let gateway = Arc::new(Gateway::new(
             catalog,
             secrets,
-            if server.record_calls { Arc::new(StoreSink(store.clone())) } else { Arc::new(NullSink) },
+            Arc::new(MeteredSink { inner: recorder, metrics: metrics.clone() }),
             GatewayOptions {
                 timeouts: config.file.timeouts,
                 retry: config.file.retry,
@@ -302,6 +331,7 @@ impl Engine {
                 sessions: dashboard.clone(),
                 ui_dir: server.ui_dir.clone(),
             }),
+            metrics: Some(metrics.clone()),
         };
         let token = spawner.root_token().clone();
         let app = api::router(state);
@@ -338,7 +368,7 @@ impl Engine {
         tracing::info!(%addr, models = gateway.catalog().models().len(), "keyhaven gateway listening");
         Ok(Engine {
             spawner,
-            handle: EngineHandle { gateway, store, addr, proxy, control, cursor, dashboard },
+            handle: EngineHandle { gateway, store, addr, proxy, control, cursor, dashboard, metrics },
             database_path: config.database_path,
         })
     }

@@ -424,6 +424,9 @@ pub struct UsageReport {
     pub group_by: UsageGroupBy,
     pub totals: UsageStats,
     pub rows: Vec<UsageGroupRow>,
+    /// Calls and cost by cost source (reported, computed, estimated; always all three), over
+    /// the calls retention kept.
+    pub cost_sources: Vec<CostSourceShare>,
 }
 
 /// Usage per day, split by model, provider or client (tokens and cost over time).
@@ -476,6 +479,92 @@ pub enum CallStatus {
     Error,
     Canceled,
     Interrupted,
+}
+
+/// Where a model's price comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub enum PriceSource {
+    /// The shipped price table (its version is the report's).
+    Table,
+    /// `[[models]] price` in the config.
+    Config,
+    /// No price: its calls have no cost.
+    None,
+}
+
+/// USD per million tokens, exact decimals.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ModelPriceAmounts {
+    pub input: String,
+    pub output: String,
+    pub cache_read: String,
+    pub cache_write: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ModelPrice {
+    pub name: String,
+    pub provider: String,
+    pub upstream: String,
+    pub source: PriceSource,
+    pub per_mtok: Option<ModelPriceAmounts>,
+    pub note: Option<String>,
+}
+
+/// `GET /api/prices`: the price table in use and each configured model's effective price.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct PriceReport {
+    /// The price table's version (recorded on every priced call row).
+    pub version: String,
+    pub currency: String,
+    pub models: Vec<ModelPrice>,
+}
+
+/// Where a call's usage and cost came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub enum CostSource {
+    /// The provider's usage report.
+    Reported,
+    /// Counted locally with the model's own tokenizer (a complete answer without a report).
+    Computed,
+    /// Counted with an approximating tokenizer, or for an answer that never completed.
+    Estimated,
+}
+
+/// The calls and cost of one cost source over a usage window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct CostSourceShare {
+    pub source: CostSource,
+    pub calls: u64,
+    pub cost_micros: i64,
+}
+
+/// `GET /api/calls/export` and `/api/usage/export`: a CSV or JSON download.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ExportQuery {
+    /// `csv` (the default) or `json`.
+    #[serde(default)]
+    pub format: Option<String>,
+    /// A UTC day (`2026-11-30`) or an RFC 3339 time; calls from the first one ever when absent.
+    #[serde(default)]
+    pub since: Option<String>,
+    /// A UTC day (through its end) or an RFC 3339 time (exclusive); now when absent.
+    #[serde(default)]
+    pub until: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -533,6 +622,8 @@ pub struct CallSummary {
     pub session_id: Option<String>,
     /// The cheaper model or group a budget sent the call to (`model` is what the client asked for).
     pub budget_downgrade: Option<String>,
+    /// Where the usage and cost came from (`null`: in flight, or nothing to count).
+    pub cost_source: Option<CostSource>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

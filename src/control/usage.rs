@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 
 use crate::control::{ControlError, ControlService, dto};
-use crate::model::{CallStatus, Usage};
+use crate::model::{CallStatus, CostSource, Usage};
 use crate::store::{self, CallFilter, LATENCY_BOUNDS_MS, LatencyHistogram, UsageGroup};
 
 /// The longest usage window, in days.
@@ -136,6 +136,15 @@ fn summary(c: store::CallSummary) -> dto::CallSummary {
         request_id: c.request_id,
         session_id: c.session_id,
         budget_downgrade: c.budget_downgrade,
+        cost_source: c.cost_source.map(source_to_dto),
+    }
+}
+
+fn source_to_dto(s: CostSource) -> dto::CostSource {
+    match s {
+        CostSource::Reported => dto::CostSource::Reported,
+        CostSource::Computed => dto::CostSource::Computed,
+        CostSource::Estimated => dto::CostSource::Estimated,
     }
 }
 
@@ -172,12 +181,27 @@ impl ControlService {
                 stats: stats(r.calls, r.errors, &r.usage, r.cost_micros, r.total_ms_sum, hist),
             });
         }
+        let day_ms = |d: &str| crate::control::export::parse_bound(d, false);
+        let (since_ms, until_ms) = (day_ms(&since)?, crate::control::export::parse_bound(&until, true)?);
+        let found = store.cost_sources(since_ms, until_ms).await?;
+        let cost_sources = CostSource::ALL
+            .into_iter()
+            .map(|s| {
+                let row = found.iter().find(|r| r.source == Some(s));
+                dto::CostSourceShare {
+                    source: source_to_dto(s),
+                    calls: row.map_or(0, |r| r.calls),
+                    cost_micros: row.map_or(0, |r| r.cost_micros),
+                }
+            })
+            .collect();
         Ok(dto::UsageReport {
             since,
             until,
             group_by: query.group_by,
             totals: stats(calls, errors, &total_usage, cost, ms, all.first()),
             rows: out,
+            cost_sources,
         })
     }
 
@@ -256,6 +280,30 @@ impl ControlService {
         let has_more = rows.len() > limit as usize;
         rows.truncate(limit as usize);
         Ok(dto::CallPage { calls: rows.into_iter().map(summary).collect(), offset: query.offset, limit, has_more })
+    }
+
+    /// The price table in use and each configured model's effective price (the live config).
+    pub async fn prices(&self) -> Result<dto::PriceReport, ControlError> {
+        crate::control::prices::report(&self.current(), &self.inner.prices).map_err(ControlError::Internal)
+    }
+
+    /// A CSV or JSON export of the calls (`what = "calls"`) or the daily usage (`"usage"`) in the
+    /// query's window ([`crate::control::export`]): the body, its content type and a file name.
+    pub async fn export(
+        &self,
+        what: &str,
+        query: dto::ExportQuery,
+    ) -> Result<(String, &'static str, String), ControlError> {
+        use crate::control::export::{self, Format, Range};
+        let format = Format::parse(query.format.as_deref().unwrap_or("csv"))?;
+        let range = Range::parse(query.since.as_deref(), query.until.as_deref(), 0, crate::clock::now_ms())?;
+        let store = &self.inner.store;
+        let body = match what {
+            "calls" => export::calls(store, range, format).await?,
+            "usage" => export::usage(store, range, format).await?,
+            other => return Err(ControlError::NotFound(format!("no export `{other}`"))),
+        };
+        Ok((body, format.content_type(), range.file_name(what, format)))
     }
 
     pub async fn call(&self, id: &str) -> Result<dto::CallDetail, ControlError> {

@@ -38,6 +38,40 @@ impl CallStatus {
     }
 }
 
+/// Where a call's usage (and so its cost) came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CostSource {
+    /// The provider's own usage report.
+    Reported,
+    /// No report: counted locally with the model's own tokenizer, on a complete answer.
+    Computed,
+    /// No report: counted with an approximating tokenizer (another vendor's, calibrated), or on
+    /// an answer that did not complete (canceled, cut, interrupted).
+    Estimated,
+}
+
+impl CostSource {
+    pub const ALL: [CostSource; 3] = [CostSource::Reported, CostSource::Computed, CostSource::Estimated];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CostSource::Reported => "reported",
+            CostSource::Computed => "computed",
+            CostSource::Estimated => "estimated",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<CostSource> {
+        Some(match s {
+            "reported" => CostSource::Reported,
+            "computed" => CostSource::Computed,
+            "estimated" => CostSource::Estimated,
+            _ => return None,
+        })
+    }
+}
+
 /// Written as an in-flight row before the first upstream byte.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallStart {
@@ -97,6 +131,10 @@ pub struct CallFinish {
     /// Cost in micro-units of the price table's currency (USD): 1_000_000 = $1.
     pub cost_micros: Option<i64>,
     pub price_version: Option<String>,
+    /// Where `usage` came from; `None` when the provider never accepted the call (nothing was
+    /// billed, there is nothing to count) or for rows that are not billed (token counts).
+    #[serde(default)]
+    pub cost_source: Option<CostSource>,
     pub ttft_ms: Option<i64>,
     pub total_ms: i64,
     pub retries: u32,

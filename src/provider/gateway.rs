@@ -296,6 +296,7 @@ impl Gateway {
             acc: Some(Accumulator::new()),
             memory: self.memory.clone(),
             request_body: None,
+            request: None,
             upstream_wait: Duration::ZERO,
             accepted: false,
             done: false,
@@ -371,6 +372,7 @@ impl Gateway {
                     finished: false,
                     reopening: None,
                 });
+                guard.request = Some(req);
                 let mut stream = CallStream {
                     events: opened.events,
                     first: Some(opened.first),
@@ -393,6 +395,7 @@ impl Gateway {
                 if let Some(body) = &ctx.request_body {
                     guard.capture_request(body);
                 }
+                guard.request = Some(req);
                 guard.finalize(CallStatus::Error, Some(&err));
                 Err(CallFailure {
                     error: err,
@@ -597,6 +600,8 @@ struct CallGuard {
     acc: Option<Accumulator>,
     memory: Arc<ReasoningMemory>,
     request_body: Option<String>,
+    /// The request, kept for a local count of its tokens when the provider reports no usage.
+    request: Option<model::Request>,
     /// Time spent waiting on the upstream (attempts and backoff) before the first event.
     upstream_wait: Duration,
     /// The upstream accepted the request (a 2xx head arrived).
@@ -672,16 +677,38 @@ impl CallGuard {
         // Estimate only what an upstream that accepted the request may bill; a call refused before
         // that cost nothing.
         let estimated = !acc.saw_usage() && self.accepted;
-        if estimated {
-            usage.output_tokens = usage.output_tokens.max(acc.estimated_output_tokens());
-            usage.input_tokens = usage.input_tokens.max((self.request_bytes as u64).div_ceil(4));
-        }
+        let acc_error = acc.error().cloned();
+        let full = acc.finish(0);
+        let cost_source = if estimated {
+            // Counted with the engine's tokenizer (`provider::tokens`); the model's own for
+            // o200k models, an approximation otherwise. Only a complete answer is "computed".
+            let (family, own) = self.route.as_ref().map_or((crate::provider::tokens::Family::Openai, false), |r| {
+                crate::provider::tokens::model_tokenizer(
+                    r.provider.kind == crate::config::ProviderKind::Anthropic,
+                    &r.model.upstream,
+                )
+            });
+            let input = match &self.request {
+                Some(req) => crate::provider::tokens::estimate(req, family),
+                None => (self.request_bytes as u64).div_ceil(4),
+            };
+            usage.input_tokens = usage.input_tokens.max(input);
+            usage.output_tokens =
+                usage.output_tokens.max(crate::provider::tokens::output_tokens(&full.content, family));
+            let complete = status == CallStatus::Ok && self.request.is_some();
+            Some(if own && complete { model::CostSource::Computed } else { model::CostSource::Estimated })
+        } else if self.accepted {
+            Some(model::CostSource::Reported)
+        } else {
+            None
+        };
+        self.request = None;
         let cost = self.price.as_ref().map(|p| crate::pricing::cost_micros(p, &usage));
         if let Some(hold) = self.budget.take() {
             let key = spend_key(&hold.client, &hold.routed, self.route.as_ref());
             hold.budgets.finish(hold.reservation, &key, cost.and_then(|c| u64::try_from(c).ok()).unwrap_or(0));
         }
-        let (error_kind, error_message) = match (err, acc.error()) {
+        let (error_kind, error_message) = match (err, acc_error.as_ref()) {
             (Some(e), _) => (Some(e.kind().to_owned()), Some(self.cap(&e.to_string()))),
             (None, Some(info)) => (Some(info.kind.as_str().to_owned()), Some(self.cap(&info.message))),
             (None, None) => (None, None),
@@ -692,7 +719,7 @@ impl CallGuard {
             _ => Some(200),
         };
         let capture = self.capture && (status != CallStatus::Error || self.ttft.is_some());
-        let answer = (capture || status == CallStatus::Ok).then(|| acc.finish(0));
+        let answer = (capture || status == CallStatus::Ok).then_some(full);
         if let (CallStatus::Ok, Some(answer), Some(route)) = (status, &answer, &self.route)
             && let Some(record) = self.memory.remember(&route.provider.name, &answer.content, crate::clock::now_ms())
         {
@@ -709,6 +736,7 @@ impl CallGuard {
             usage_estimated: estimated,
             cost_micros: cost,
             price_version: self.price.as_ref().and(self.price_version.clone()),
+            cost_source,
             ttft_ms: self.ttft.map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
             total_ms: i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX),
             retries: self.retries,

@@ -83,6 +83,46 @@ pub fn estimate(req: &Request, family: Family) -> u64 {
     }
 }
 
+/// The tokenizer a model's usage is counted with when its provider reported none, and whether
+/// that is the model's own (OpenAI's `o200k_base` models: GPT-4o, GPT-4.1, GPT-4.5, GPT-5, the
+/// o-series, gpt-oss) or an approximation (Claude, calibrated from o200k; any other vendor's
+/// model, o200k as is). `kind_is_anthropic` is the provider's kind.
+pub fn model_tokenizer(kind_is_anthropic: bool, upstream: &str) -> (Family, bool) {
+    let name = upstream.to_ascii_lowercase();
+    let name = name.rsplit('/').next().unwrap_or(&name);
+    if kind_is_anthropic || name.contains("claude") {
+        return (Family::Claude, false);
+    }
+    let o200k = ["gpt-4o", "chatgpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "gpt-oss"];
+    let own = o200k
+        .iter()
+        .any(|p| name.strip_prefix(p).is_some_and(|rest| rest.is_empty() || rest.starts_with(['-', '.', ':', '@'])));
+    (Family::Openai, own)
+}
+
+/// The output tokens of an answer's content, counted like the input ([`estimate`]'s text rules):
+/// text and visible thinking, each tool call's name and arguments as JSON.
+pub fn output_tokens(content: &[Part], family: Family) -> u64 {
+    let mut text = 0u64;
+    for p in content {
+        match p {
+            Part::Text { text: t, .. } | Part::Thinking { text: t, .. } => text += text_tokens(t),
+            Part::ToolUse { name, input, .. } => {
+                text += text_tokens(name);
+                text += match input {
+                    Value::String(s) => text_tokens(s),
+                    other => text_tokens(&other.to_string()),
+                };
+            }
+            Part::RedactedThinking { .. } | Part::Image { .. } | Part::ToolResult { .. } => {}
+        }
+    }
+    match family {
+        Family::Openai => text,
+        Family::Claude => (text as f64 * CLAUDE_FACTOR).ceil() as u64,
+    }
+}
+
 /// The estimated input tokens of an Anthropic Messages body read as plain JSON, for a body the
 /// request decoder does not accept: every message (and `system`) counts its framing and the text
 /// of its string leaves (block `type`s, ids, signatures, cache controls and base64 data aside;

@@ -23,6 +23,7 @@
 mod conversation;
 mod read;
 mod schema;
+mod stats;
 mod writer;
 
 use std::future::Future;
@@ -43,9 +44,10 @@ use crate::store::writer::{Command, Writer};
 
 pub use conversation::{CheckpointRecord, ConversationOp};
 pub use read::{
-    CallDetail, CallFilter, CallSummary, DEFAULT_LIMIT, LATENCY_BOUNDS_MS, LatencyHistogram, MAX_LIMIT, SessionRow,
-    UsageGroup, UsageGroupRow, UsageRow, UsageSplitRow, UsageTotals,
+    CallDetail, CallFilter, CallSummary, CostSourceRow, DEFAULT_LIMIT, LATENCY_BOUNDS_MS, LatencyHistogram, MAX_LIMIT,
+    SessionRow, UsageDailyRow, UsageGroup, UsageGroupRow, UsageRow, UsageSplitRow, UsageTotals,
 };
+pub use stats::{COMMIT_BOUNDS_SECONDS, LedgerSnapshot};
 
 /// How long SQLite waits on a lock held by another connection.
 const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
@@ -176,6 +178,8 @@ pub struct Store {
     writer: Option<JoinHandle<()>>,
     reader: Arc<Mutex<Connection>>,
     dropped: AtomicU64,
+    /// Queue depth and commit times (the metrics endpoint reads them).
+    stats: Arc<stats::WriterStats>,
     epoch: i64,
     location: String,
 }
@@ -262,7 +266,15 @@ impl Store {
         location: String,
     ) -> Result<Store, StoreError> {
         let (tx, rx) = std::sync::mpsc::sync_channel(opts.writer_queue.max(1));
-        let writer = Writer { conn, rx, epoch: opts.epoch, file_backed, idle_checkpoint: opts.idle_checkpoint };
+        let stats = Arc::new(stats::WriterStats::default());
+        let writer = Writer {
+            conn,
+            rx,
+            epoch: opts.epoch,
+            file_backed,
+            idle_checkpoint: opts.idle_checkpoint,
+            stats: stats.clone(),
+        };
         let handle = std::thread::Builder::new()
             .name("keyhaven-store".into())
             .spawn(move || writer.run())
@@ -272,6 +284,7 @@ impl Store {
             writer: Some(handle),
             reader,
             dropped: AtomicU64::new(0),
+            stats,
             epoch: opts.epoch,
             location,
         })
@@ -287,17 +300,28 @@ impl Store {
         self.dropped.load(Ordering::Relaxed)
     }
 
+    /// The writer's queue depth and commit times, and the records dropped (metrics).
+    pub fn ledger_stats(&self) -> LedgerSnapshot {
+        self.stats.snapshot(self.dropped())
+    }
+
     fn submit<T>(&self, make: impl FnOnce(writer::Reply<T>) -> Command) -> Ack<T> {
         let Some(tx) = &self.tx else { return Ack::ready(Err(StoreError::Closed)) };
         let (reply, rx) = oneshot::channel();
+        // Counted before the send, so the writer never takes out what was not yet counted in.
+        self.stats.enqueued();
         match tx.try_send(make(reply)) {
             Ok(()) => Ack { state: AckState::Pending(rx) },
             Err(TrySendError::Full(cmd)) => {
+                self.stats.dequeued();
                 let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
                 tracing::warn!(command = cmd.name(), dropped, "store write queue full; record dropped");
                 Ack::ready(Err(StoreError::QueueFull))
             }
-            Err(TrySendError::Disconnected(_)) => Ack::ready(Err(StoreError::Closed)),
+            Err(TrySendError::Disconnected(_)) => {
+                self.stats.dequeued();
+                Ack::ready(Err(StoreError::Closed))
+            }
         }
     }
 
@@ -496,6 +520,31 @@ impl Store {
     /// for the budgets' seed.
     pub async fn spend_since(&self, since_ms: i64) -> Result<Vec<crate::model::SpendRow>, StoreError> {
         self.read(move |c| read::spend_since(c, since_ms)).await
+    }
+
+    /// Finished calls started in `since_ms..until_ms` by cost source (from `calls`: what
+    /// retention kept).
+    pub async fn cost_sources(&self, since_ms: i64, until_ms: i64) -> Result<Vec<CostSourceRow>, StoreError> {
+        self.read(move |c| read::cost_sources(c, since_ms, until_ms)).await
+    }
+
+    /// A page of the calls started in `since_ms..until_ms`, oldest first, after `(started_ms,
+    /// id)` (keyset paging for exports). At most `limit` (capped at [`MAX_LIMIT`]).
+    pub async fn calls_page(
+        &self,
+        since_ms: i64,
+        until_ms: i64,
+        after: Option<(i64, String)>,
+        limit: u32,
+    ) -> Result<Vec<CallSummary>, StoreError> {
+        self.read(move |c| read::calls_page(c, since_ms, until_ms, after, limit)).await
+    }
+
+    /// The `usage_daily` rows of `since_day..=until_day` (`YYYY-MM-DD`), one per day, model,
+    /// provider and client.
+    pub async fn usage_daily(&self, since_day: &str, until_day: &str) -> Result<Vec<UsageDailyRow>, StoreError> {
+        let (since, until) = (since_day.to_owned(), until_day.to_owned());
+        self.read(move |c| read::usage_daily(c, &since, &until)).await
     }
 
     pub async fn count_calls(&self) -> Result<u64, StoreError> {

@@ -5,7 +5,7 @@ use rusqlite::types::{Type, Value};
 use rusqlite::{Connection, OptionalExtension, Row, params_from_iter};
 use serde::Serialize;
 
-use crate::model::{CallStatus, Usage};
+use crate::model::{CallStatus, CostSource, Usage};
 use crate::store::StoreError;
 
 /// Rows returned by [`CallFilter`] when its `limit` is 0.
@@ -148,6 +148,8 @@ pub struct CallSummary {
     pub session_id: Option<String>,
     /// The cheaper model or group a budget sent the call to (`model` is what the client asked for).
     pub budget_downgrade: Option<String>,
+    /// Where the usage and cost came from (`None`: in flight, or nothing to count).
+    pub cost_source: Option<CostSource>,
 }
 
 /// One call with its captured bodies.
@@ -167,7 +169,7 @@ pub struct CallDetail {
 const SUMMARY_COLUMNS: &str = "id, started_ms, finished_ms, status, dialect, client, model, model_id, provider, \
      upstream_model, stream, http_status, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, \
      reasoning_tokens, usage_estimated, cost_micros, price_version, ttft_ms, total_ms, retries, error_kind, \
-     error_message, conversation_id, request_id, session_id, budget_downgrade";
+     error_message, conversation_id, request_id, session_id, budget_downgrade, cost_source";
 
 fn to_u64(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
@@ -220,6 +222,7 @@ fn summary_from_row(row: &Row<'_>) -> rusqlite::Result<CallSummary> {
         request_id: row.get(26)?,
         session_id: row.get(27)?,
         budget_downgrade: row.get(28)?,
+        cost_source: row.get::<_, Option<String>>(29)?.as_deref().and_then(CostSource::parse),
     })
 }
 
@@ -271,10 +274,10 @@ pub(crate) fn call_detail(conn: &Connection, id: &str) -> Result<Option<CallDeta
         .query_row([id], |row| {
             Ok(CallDetail {
                 summary: summary_from_row(row)?,
-                request_body: row.get(29)?,
-                response_body: row.get(30)?,
-                process_epoch: row.get(31)?,
-                notes: notes_of(row.get(32)?),
+                request_body: row.get(30)?,
+                response_body: row.get(31)?,
+                process_epoch: row.get(32)?,
+                notes: notes_of(row.get(33)?),
             })
         })
         .optional()?;
@@ -488,6 +491,101 @@ pub(crate) fn spend_since(conn: &Connection, since_ms: i64) -> Result<Vec<crate:
                 model: row.get(2)?,
                 model_id: row.get(3)?,
                 cost_micros: to_u64(row.get(4)?),
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+/// Calls and cost by where the cost came from ([`Store::cost_sources`](crate::store::Store::cost_sources)).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CostSourceRow {
+    /// `None`: nothing to count (the provider never accepted the call, token counts).
+    pub source: Option<CostSource>,
+    pub calls: u64,
+    pub cost_micros: i64,
+}
+
+/// Finished calls started in `since_ms..until_ms`, by cost source (reads `calls` through its
+/// `started_ms` index: only the calls retention kept).
+pub(crate) fn cost_sources(conn: &Connection, since_ms: i64, until_ms: i64) -> Result<Vec<CostSourceRow>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT cost_source, COUNT(*), COALESCE(SUM(cost_micros), 0) FROM calls \
+         WHERE started_ms >= ?1 AND started_ms < ?2 AND status <> 'in_flight' \
+         GROUP BY cost_source ORDER BY cost_source",
+    )?;
+    let rows = stmt
+        .query_map([since_ms, until_ms], |row| {
+            Ok(CostSourceRow {
+                source: row.get::<_, Option<String>>(0)?.as_deref().and_then(CostSource::parse),
+                calls: to_u64(row.get(1)?),
+                cost_micros: row.get(2)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+/// One page of the calls started in `since_ms..until_ms`, oldest first, after the call
+/// `(started_ms, id)` when given (keyset paging, for exports of any length). Without bodies.
+pub(crate) fn calls_page(
+    conn: &Connection,
+    since_ms: i64,
+    until_ms: i64,
+    after: Option<(i64, String)>,
+    limit: u32,
+) -> Result<Vec<CallSummary>, StoreError> {
+    let (after_ms, after_id) = after.unwrap_or((i64::MIN, String::new()));
+    let sql = format!(
+        "SELECT {SUMMARY_COLUMNS} FROM calls WHERE started_ms >= ?1 AND started_ms < ?2 \
+         AND (started_ms > ?3 OR (started_ms = ?3 AND id > ?4)) ORDER BY started_ms, id LIMIT ?5"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let limit = i64::from(limit.clamp(1, MAX_LIMIT));
+    let rows = stmt
+        .query_map(rusqlite::params![since_ms, until_ms, after_ms, after_id, limit], summary_from_row)?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(rows)
+}
+
+/// One `usage_daily` row: a UTC day, model, provider and client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UsageDailyRow {
+    pub day: String,
+    pub model: String,
+    /// `''` when unknown.
+    pub provider: String,
+    pub client: String,
+    pub calls: u64,
+    pub errors: u64,
+    pub usage: Usage,
+    pub cost_micros: i64,
+    pub total_ms_sum: i64,
+}
+
+/// The `usage_daily` rows of `since_day..=until_day`, ordered by day, model, provider, client.
+pub(crate) fn usage_daily(
+    conn: &Connection,
+    since_day: &str,
+    until_day: &str,
+) -> Result<Vec<UsageDailyRow>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT day, model, provider, client, calls, errors, input_tokens, output_tokens, cache_read_tokens, \
+         cache_write_tokens, reasoning_tokens, cost_micros, total_ms_sum FROM usage_daily \
+         WHERE day >= ?1 AND day <= ?2 ORDER BY day, model, provider, client",
+    )?;
+    let rows = stmt
+        .query_map([since_day, until_day], |row| {
+            Ok(UsageDailyRow {
+                day: row.get(0)?,
+                model: row.get(1)?,
+                provider: row.get(2)?,
+                client: row.get(3)?,
+                calls: to_u64(row.get(4)?),
+                errors: to_u64(row.get(5)?),
+                usage: usage_at(row, 6)?,
+                cost_micros: row.get(11)?,
+                total_ms_sum: row.get(12)?,
             })
         })?
         .collect::<rusqlite::Result<_>>()?;

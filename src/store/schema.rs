@@ -16,8 +16,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0007_add_call_session.sql"),
     include_str!("migrations/0008_create_reasoning_memory.sql"),
     include_str!("migrations/0009_add_call_notes.sql"),
-    // MERGE: 0010 comes from the metrics branch; this no-op placeholder keeps 0011 at its number.
-    "-- placeholder for 0010",
+    include_str!("migrations/0010_add_call_cost_source.sql"),
     include_str!("migrations/0011_add_call_budget_downgrade.sql"),
 ];
 

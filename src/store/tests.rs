@@ -53,6 +53,7 @@ fn finish(id: &str, finished_ms: i64, status: CallStatus, tokens: u64) -> CallFi
         usage_estimated: false,
         cost_micros: Some(i64::try_from(tokens).expect("small") * 10),
         price_version: Some("2026-11-30".into()),
+        cost_source: Some(crate::model::CostSource::Reported),
         ttft_ms: Some(12),
         total_ms: 34,
         retries: 1,
@@ -321,6 +322,7 @@ async fn start_and_finish_round_trip_every_field() {
             request_id: None,
             session_id: None,
             budget_downgrade: None,
+            cost_source: f.cost_source,
         },
         request_body: s.request_body.clone(),
         response_body: f.response_body.clone(),
@@ -559,6 +561,28 @@ async fn a_full_queue_drops_and_counts() {
 }
 
 #[tokio::test]
+async fn ledger_stats_show_the_queue_and_the_commits() {
+    let store = Store::open_in_memory(StoreOptions { writer_queue: 2, ..opts(1) }).expect("open");
+    let pause = store.pause_writer();
+    let a = store.record_start(start("s1", DAY0, "m"));
+    let b = store.record_start(start("s2", DAY0, "m"));
+    let c = store.record_start(start("s3", DAY0, "m"));
+    assert_eq!(c.await, Err(StoreError::QueueFull));
+    let held = store.ledger_stats();
+    assert_eq!((held.queue_depth, held.dropped), (2, 1));
+    drop(pause);
+    a.await.expect("committed");
+    b.await.expect("committed");
+    store.flush().await.expect("flush");
+    let after = store.ledger_stats();
+    assert_eq!(after.queue_depth, 0);
+    assert!(after.commits >= 1, "{after:?}");
+    assert_eq!(after.commit_buckets.len(), crate::store::COMMIT_BOUNDS_SECONDS.len());
+    let last = after.commit_buckets.last().map_or(0, |b| b.1);
+    assert!(last <= after.commits && after.commit_buckets.windows(2).all(|w| w[0].1 <= w[1].1), "{after:?}");
+}
+
+#[tokio::test]
 async fn an_unwritable_location_is_a_clear_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     // A parent that is a file: fails for every user, root included.
@@ -772,4 +796,84 @@ async fn calls_carry_their_client_session_and_group_by_it() {
         ]
     );
     assert_eq!(store.sessions(DAY0 - DAY_MS, 1).await.expect("limited").len(), 1, "the limit holds");
+}
+
+#[tokio::test]
+async fn cost_sources_exports_and_daily_rows_read_back() {
+    use crate::model::CostSource;
+    let store = Store::open_in_memory(opts(1)).expect("open");
+    for (id, at, source, cost) in [
+        ("e1", DAY0, Some(CostSource::Reported), 10),
+        ("e2", DAY0 + 1, Some(CostSource::Estimated), 20),
+        ("e3", DAY0 + 2, Some(CostSource::Computed), 40),
+        ("e4", DAY0 + DAY_MS, Some(CostSource::Reported), 80),
+        ("e5", DAY0 + 3, None, 0),
+    ] {
+        store.record_start(start(id, at, "m")).await.expect("start");
+        let mut f = finish(id, at + 1, CallStatus::Ok, 1);
+        f.cost_source = source;
+        f.cost_micros = Some(cost);
+        store.record_finish(f).await.expect("finish");
+    }
+    let day1 = store.cost_sources(DAY0, DAY0 + DAY_MS).await.expect("sources");
+    let got: Vec<_> = day1.iter().map(|r| (r.source, r.calls, r.cost_micros)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (None, 1, 0),
+            (Some(CostSource::Computed), 1, 40),
+            (Some(CostSource::Estimated), 1, 20),
+            (Some(CostSource::Reported), 1, 10),
+        ]
+    );
+    // Keyset pages, oldest first, bounded by the window.
+    let first = store.calls_page(DAY0, DAY0 + 2 * DAY_MS, None, 2).await.expect("page");
+    assert_eq!(first.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["e1", "e2"]);
+    let last = first.last().map(|c| (c.started_ms, c.id.clone()));
+    let next = store.calls_page(DAY0, DAY0 + 2 * DAY_MS, last, 10).await.expect("page");
+    assert_eq!(next.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["e3", "e5", "e4"]);
+    assert_eq!(next[0].cost_source, Some(CostSource::Computed));
+    let daily = store.usage_daily("2025-01-01", "2025-01-01").await.expect("daily");
+    assert_eq!(daily.len(), 1);
+    assert_eq!((daily[0].calls, daily[0].cost_micros, daily[0].client.as_str()), (4, 70, "curl"));
+}
+
+#[test]
+fn migration_0010_backfills_the_cost_source_of_older_rows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("old.db");
+    {
+        let conn = rusqlite::Connection::open(&path).expect("open");
+        // Up to migration 8, as an older build left it (0009 belongs to another branch).
+        for sql in [
+            include_str!("migrations/0001_create_calls.sql"),
+            include_str!("migrations/0002_create_usage_daily.sql"),
+            include_str!("migrations/0003_create_latency_daily.sql"),
+            include_str!("migrations/0004_create_agent_transcripts.sql"),
+            include_str!("migrations/0005_add_call_conversation.sql"),
+            include_str!("migrations/0006_create_pending_and_acked_blobs.sql"),
+            include_str!("migrations/0007_add_call_session.sql"),
+            include_str!("migrations/0008_create_reasoning_memory.sql"),
+        ] {
+            conn.execute_batch(sql).expect("old schema");
+        }
+        conn.pragma_update(None, "user_version", 8).expect("version");
+        conn.execute_batch(
+            "INSERT INTO calls (id, started_ms, status, input_tokens, usage_estimated) VALUES \
+             ('rep', 1, 'ok', 10, 0), ('est', 2, 'canceled', 10, 1), ('refused', 3, 'error', 0, 0), \
+             ('flight', 4, 'in_flight', 0, 0)",
+        )
+        .expect("rows");
+    }
+    let store = Store::open(&path, opts(9)).expect("migrates");
+    let source = |id: &str| {
+        store.with_read_conn(|c| {
+            c.query_row("SELECT cost_source FROM calls WHERE id = ?1", [id], |r| r.get::<_, Option<String>>(0))
+                .expect("row")
+        })
+    };
+    assert_eq!(source("rep").as_deref(), Some("reported"));
+    assert_eq!(source("est").as_deref(), Some("estimated"));
+    assert_eq!(source("refused"), None);
+    assert_eq!(source("flight"), None);
 }

@@ -110,6 +110,8 @@ pub(crate) struct Writer {
     pub(crate) file_backed: bool,
     /// Idle time after which the WAL is checkpointed.
     pub(crate) idle_checkpoint: Duration,
+    /// Queue depth and commit times (metrics).
+    pub(crate) stats: Arc<crate::store::stats::WriterStats>,
 }
 
 impl Writer {
@@ -136,10 +138,14 @@ impl Writer {
                 }
             };
             let mut batch = Vec::new();
+            self.stats.dequeued();
             collect(first, &mut batch);
             while batch.len() < MAX_BATCH {
                 match self.rx.try_recv() {
-                    Ok(c) => collect(c, &mut batch),
+                    Ok(c) => {
+                        self.stats.dequeued();
+                        collect(c, &mut batch);
+                    }
                     Err(_) => break,
                 }
             }
@@ -147,7 +153,9 @@ impl Writer {
                 continue;
             }
             shutting_down |= batch.iter().any(|c| matches!(c, Command::Shutdown(_)));
+            let began = std::time::Instant::now();
             self.execute(batch);
+            self.stats.committed(began.elapsed());
             dirty = true;
         }
         if dirty {
@@ -290,16 +298,16 @@ fn apply_finish(conn: &Connection, f: &CallFinish) -> rusqlite::Result<()> {
         "INSERT INTO calls (id, started_ms, finished_ms, status, http_status, input_tokens, output_tokens, \
          cache_read_tokens, cache_write_tokens, reasoning_tokens, usage_estimated, cost_micros, price_version, \
          ttft_ms, total_ms, retries, error_kind, error_message, request_body, response_body, model_id, provider, \
-         upstream_model, notes) \
+         upstream_model, notes, cost_source) \
          VALUES (:id, :finished_ms - :total_ms, :finished_ms, :status, :http_status, :input, :output, :cache_read, \
          :cache_write, :reasoning, :estimated, :cost, :price_version, :ttft_ms, :total_ms, :retries, :error_kind, \
-         :error_message, :request_body, :response_body, :model_id, :provider, :upstream_model, :notes) \
+         :error_message, :request_body, :response_body, :model_id, :provider, :upstream_model, :notes, :cost_source) \
          ON CONFLICT (id) DO UPDATE SET finished_ms = excluded.finished_ms, status = excluded.status, \
          http_status = excluded.http_status, input_tokens = excluded.input_tokens, \
          output_tokens = excluded.output_tokens, cache_read_tokens = excluded.cache_read_tokens, \
          cache_write_tokens = excluded.cache_write_tokens, reasoning_tokens = excluded.reasoning_tokens, \
          usage_estimated = excluded.usage_estimated, cost_micros = excluded.cost_micros, \
-         price_version = excluded.price_version, ttft_ms = excluded.ttft_ms, total_ms = excluded.total_ms, \
+         price_version = excluded.price_version, cost_source = excluded.cost_source, ttft_ms = excluded.ttft_ms, total_ms = excluded.total_ms, \
          retries = excluded.retries, error_kind = excluded.error_kind, error_message = excluded.error_message, \
          request_body = COALESCE(excluded.request_body, calls.request_body), \
          response_body = excluded.response_body, \
@@ -333,6 +341,7 @@ fn apply_finish(conn: &Connection, f: &CallFinish) -> rusqlite::Result<()> {
         ":provider": f.provider,
         ":upstream_model": f.upstream_model,
         ":notes": (!f.notes.is_empty()).then(|| serde_json::to_string(&f.notes).unwrap_or_default()),
+        ":cost_source": f.cost_source.map(crate::model::CostSource::as_str),
     })?;
     if changed > 0 {
         add_to_rollup(conn, &f.id)?;
@@ -428,7 +437,7 @@ fn prune(conn: &Connection, before_ms: i64) -> rusqlite::Result<u64> {
 fn interrupt_stale(conn: &Connection, epoch: i64) -> rusqlite::Result<u64> {
     let ids: Vec<String> = conn
         .prepare_cached(
-            "UPDATE calls SET status = 'interrupted', finished_ms = ?1, usage_estimated = 1, \
+            "UPDATE calls SET status = 'interrupted', finished_ms = ?1, usage_estimated = 1, cost_source = 'estimated', \
              error_kind = 'interrupted', error_message = 'Keyhaven stopped before this call finished' \
              WHERE status = 'in_flight' AND process_epoch < ?1 RETURNING id",
         )?

@@ -325,6 +325,7 @@ async fn providers_models_calls_usage_routing_retention_through_the_control_serv
             usage_estimated: false,
             cost_micros: None,
             price_version: None,
+            cost_source: None,
             ttft_ms: None,
             total_ms: 5,
             retries: 0,

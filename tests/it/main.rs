@@ -19,6 +19,7 @@ mod doctor;
 mod durability;
 mod emulation;
 mod error_lifecycle;
+mod export;
 mod faults;
 #[cfg(unix)]
 mod files;
@@ -28,6 +29,7 @@ mod key_origins;
 mod layering;
 mod lingma;
 mod local_endpoints;
+mod metrics;
 mod passthrough;
 mod prefix_stability;
 mod proxy;

@@ -3,6 +3,7 @@ import { Overview } from "./pages/overview";
 import { Providers } from "./pages/providers";
 import { RoutingPage } from "./pages/routing";
 import { Calls } from "./pages/calls";
+import { Prices } from "./pages/prices";
 import { CaTrust } from "./pages/ca";
 import { SettingsPage } from "./pages/settings";
 import { Logs } from "./pages/logs";
@@ -18,6 +19,7 @@ export const ROUTES = [
   { path: "routing", label: "Routing", view: RoutingPage },
   { path: "calls", label: "Calls", view: Calls },
   { path: "budgets", label: "Budgets", view: Budgets },
+  { path: "prices", label: "Prices", view: Prices },
   { path: "ca", label: "CA Trust", view: CaTrust },
   { path: "settings", label: "Settings", view: SettingsPage },
   { path: "logs", label: "Logs", view: Logs },

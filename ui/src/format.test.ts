@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { formatCost, formatDuration, plural, formatMs, formatPercent, formatTokens, prettyBody, usageBars } from "./format";
+import { costSourceSplit, exportFileName, formatCost, formatDuration, plural, formatMs, formatPercent, formatTokens, prettyBody, sinceDay, usageBars } from "./format";
 import type { UsageReport, UsageStats } from "./ipc";
 
 describe("formatCost", () => {
@@ -54,6 +54,7 @@ describe("usageBars", () => {
     const report: UsageReport = {
       since: "2026-11-30", until: "2026-11-30", groupBy: "model", totals: stats(300),
       rows: [{ key: "a", stats: stats(100) }, { key: "", stats: stats(200) }, { key: "z", stats: stats(0) }],
+      costSources: [],
     };
     const bars = usageBars(report, (s) => s.costMicros, formatCost);
     expect(bars.map((b) => [b.label, b.fraction])).toEqual([["(unknown)", 1], ["a", 0.5]]);
@@ -73,5 +74,34 @@ describe("plural", () => {
   it("counts", () => {
     expect(plural(1, "call")).toBe("1 call");
     expect(plural(0, "call")).toBe("0 calls");
+  });
+});
+
+describe("cost sources and exports", () => {
+  it("names the largest share of the cost first", () => {
+    const split = costSourceSplit([
+      { source: "reported", calls: 8, costMicros: 900_000 },
+      { source: "computed", calls: 1, costMicros: 50_000 },
+      { source: "estimated", calls: 1, costMicros: 50_000 },
+    ]);
+    expect(split).toEqual({ value: "90% reported", sub: "5% computed · 5% estimated" });
+  });
+
+  it("falls back to call counts when nothing cost anything, and says nothing without calls", () => {
+    expect(
+      costSourceSplit([
+        { source: "reported", calls: 1, costMicros: 0 },
+        { source: "computed", calls: 0, costMicros: 0 },
+        { source: "estimated", calls: 3, costMicros: 0 },
+      ]),
+    ).toEqual({ value: "75% estimated", sub: "25% reported · 0% computed" });
+    expect(costSourceSplit([{ source: "reported", calls: 0, costMicros: 0 }])).toBeNull();
+  });
+
+  it("dates export windows in UTC", () => {
+    const now = Date.UTC(2026, 10, 30, 23, 30);
+    expect(sinceDay(1, now)).toBe("2026-11-30");
+    expect(sinceDay(7, now)).toBe("2026-11-24");
+    expect(exportFileName("calls", "2026-11-24", "2026-11-30")).toBe("keyhaven-calls-2026-11-24-to-2026-11-30.csv");
   });
 });

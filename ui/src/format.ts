@@ -1,5 +1,5 @@
 // Pure formatting and view-model helpers (no DOM, no engine calls): unit-tested.
-import type { CallStatus, UsageReport, UsageStats } from "./ipc";
+import type { CallStatus, CostSource, CostSourceShare, UsageReport, UsageStats } from "./ipc";
 
 /** Micro-dollars as dollars: 12300 → "$0.0123", 1_234_567_890 → "$1,234.57", null → "—". */
 export function formatCost(micros: number | null | undefined): string {
@@ -108,4 +108,36 @@ export function prettyBody(body: string | null): string {
 /** "1 call", "2 calls". */
 export function plural(n: number, word: string): string {
   return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
+export const COST_SOURCE_LABEL: Record<CostSource, string> = {
+  reported: "reported by the provider",
+  computed: "computed with the model's tokenizer",
+  estimated: "estimated",
+};
+
+/**
+ * Where the spend came from, as shares of the cost (of the calls when nothing cost anything):
+ * `value` names the largest source, `sub` the others. `null` without calls.
+ */
+export function costSourceSplit(shares: CostSourceShare[]): { value: string; sub: string } | null {
+  const calls = shares.reduce((n, s) => n + s.calls, 0);
+  if (calls === 0) return null;
+  const cost = shares.reduce((n, s) => n + s.costMicros, 0);
+  const weight = (s: CostSourceShare) => (cost > 0 ? s.costMicros / cost : s.calls / calls);
+  const sorted = [...shares].sort((a, b) => weight(b) - weight(a));
+  const pct = (s: CostSourceShare) => `${formatPercent(weight(s), 0)} ${s.source}`;
+  const [top, ...rest] = sorted;
+  return { value: pct(top!), sub: rest.map(pct).join(" · ") };
+}
+
+/** The UTC day (`YYYY-MM-DD`) `days - 1` days before `nowMs` (a window of `days` days, today included). */
+export function sinceDay(days: number, nowMs: number): string {
+  const d = new Date(nowMs - (Math.max(1, days) - 1) * 86_400_000);
+  return d.toISOString().slice(0, 10);
+}
+
+/** The file name of a download: `keyhaven-calls-2026-11-24-to-2026-11-30.csv`. */
+export function exportFileName(what: "calls" | "usage", since: string, until: string): string {
+  return `keyhaven-${what}-${since}-to-${until}.csv`;
 }

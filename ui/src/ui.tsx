@@ -225,3 +225,37 @@ export function ConfirmButton({ label, question, confirmLabel, onConfirm, disabl
     </span>
   );
 }
+
+/** Hands `text` to the browser as a file download (a Blob behind a temporary link). */
+export function saveFile(name: string, text: string, type = "text/csv;charset=utf-8"): void {
+  const url = URL.createObjectURL(new Blob([text], { type }));
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = name;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
+}
+
+/** A "Download CSV" button: fetches the export, then saves it under `name`. */
+export function DownloadButton({ load, name, label = "Download CSV" }: { load: () => Promise<string>; name: () => string; label?: string }) {
+  const act = useAction();
+  return (
+    <span class="download">
+      <button
+        type="button"
+        disabled={act.busy}
+        onClick={() =>
+          void act.run(async () => {
+            const text = await load();
+            saveFile(name(), text);
+          })
+        }
+      >
+        {act.busy ? "Preparing…" : label}
+      </button>
+      {act.error && <span class="warn-text"> {act.error.message}</span>}
+    </span>
+  );
+}

@@ -26,6 +26,10 @@
 //! GET    /api/usage/sessions?days=7&limit=   (calls grouped by client session)
 //! GET    /api/calls?limit=&offset=&model=&provider=&client=&status=&sinceMs=&conversation=&session=
 //! GET    /api/calls/{id}                DELETE /api/calls/{id}
+//! GET    /api/calls/export?format=csv|json&since=&until=   (a download: calls without bodies)
+//! GET    /api/usage/export?format=csv|json&since=&until=   (a download: usage per day, model,
+//!        provider and client)
+//! GET    /api/prices                    (the price table's version, each model's effective price)
 //! GET    /api/retention                 PUT /api/retention
 //! GET    /api/clients                   POST /api/clients/{client}/route | /api/clients/{client}/undo
 //! POST   /api/clients/{client}/route/preview | /api/clients/{client}/undo/preview   (dry runs)
@@ -39,6 +43,7 @@
 //! POST   /api/web/test                  (one test search: hit count or the error)
 //! GET    /api/budgets                   POST /api/budgets     (spend per budget, today's spend)
 //! PUT    /api/budgets/{name}            DELETE /api/budgets/{name}
+//! GET    /metrics                       (HTTP only: Prometheus text format, same guard)
 //! ```
 
 pub mod guard;
@@ -123,14 +128,31 @@ fn ok<T>(r: Result<T, ControlError>) -> Res<T> {
 }
 
 /// The `/api/…` routes, guarded. Merged into the gateway router by `api::router`.
-pub fn router<S: Clone + Send + Sync + 'static>(api: ControlApi, guard: Arc<crate::api::GuardConfig>) -> Router<S> {
+pub fn router<S: Clone + Send + Sync + 'static>(
+    api: ControlApi,
+    guard: Arc<crate::api::GuardConfig>,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
+) -> Router<S> {
     let check = guard::ControlGuard::new(&guard, api.token.clone()).with_sessions(api.sessions.clone());
     // HTTP only: the app window needs no browser session.
     let sessions = Router::new().route("/api/session/nonce", post(mint_nonce)).with_state(api.sessions);
-    routes()
-        .with_state(api.service)
-        .merge(sessions)
-        .layer(axum::middleware::from_fn_with_state(Arc::new(check), guard::check))
+    let mut router = routes().with_state(api.service).merge(sessions);
+    if let Some(metrics) = metrics {
+        // Behind the same guard: a scraper presents the control token as a bearer token.
+        router = router.merge(Router::new().route("/metrics", get(scrape)).with_state(metrics));
+    }
+    router.layer(axum::middleware::from_fn_with_state(Arc::new(check), guard::check))
+}
+
+/// `GET /metrics`: the Prometheus text format ([`crate::metrics`]).
+async fn scrape(State(metrics): State<Arc<crate::metrics::Metrics>>) -> Response {
+    match metrics.render() {
+        Ok(text) => ([(axum::http::header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "metrics not rendered");
+            error_response(StatusCode::INTERNAL_SERVER_ERROR, "internal", "metrics could not be rendered")
+        }
+    }
 }
 
 /// `POST /api/session/nonce`: a one-time dashboard link (how `keyhaven dashboard`, which holds the
@@ -176,6 +198,9 @@ fn routes() -> Router<ControlService> {
         .route("/api/usage/series", get(usage_series))
         .route("/api/usage/sessions", get(sessions))
         .route("/api/calls", get(calls))
+        .route("/api/calls/export", get(export_calls))
+        .route("/api/prices", get(prices))
+        .route("/api/usage/export", get(export_usage))
         .route("/api/calls/{id}", get(call).delete(delete_call))
         .route("/api/retention", get(retention).put(set_retention))
         .route("/api/clients", get(clients))
@@ -257,6 +282,10 @@ impl LocalControl {
         } else {
             match serde_json::from_slice(&bytes) {
                 Ok(v) => v,
+                // A download (CSV) reaches the app window as one JSON string.
+                Err(_) if status.is_success() => {
+                    serde_json::Value::String(String::from_utf8_lossy(&bytes).into_owned())
+                }
                 // axum's own rejections (405, a bad path parameter) are plain text.
                 Err(_) => {
                     let kind = if status.is_client_error() { "invalid" } else { "internal" };
@@ -273,6 +302,36 @@ impl LocalControl {
 }
 
 type Svc = State<ControlService>;
+
+async fn export(s: ControlService, what: &str, q: Result<Query<dto::ExportQuery>, QueryRejection>) -> Response {
+    let q = match query(q) {
+        Ok(q) => q,
+        Err(e) => return e.into_response(),
+    };
+    match s.export(what, q).await {
+        Ok((body, content_type, file)) => (
+            [
+                (axum::http::header::CONTENT_TYPE, content_type.to_owned()),
+                (axum::http::header::CONTENT_DISPOSITION, format!("attachment; filename=\"{file}\"")),
+            ],
+            body,
+        )
+            .into_response(),
+        Err(e) => CtlError(e).into_response(),
+    }
+}
+
+async fn prices(State(s): Svc) -> Res<dto::PriceReport> {
+    ok(s.prices().await)
+}
+
+async fn export_calls(State(s): Svc, q: Result<Query<dto::ExportQuery>, QueryRejection>) -> Response {
+    export(s, "calls", q).await
+}
+
+async fn export_usage(State(s): Svc, q: Result<Query<dto::ExportQuery>, QueryRejection>) -> Response {
+    export(s, "usage", q).await
+}
 
 async fn status(State(s): Svc) -> Res<dto::EngineStatus> {
     ok(s.status().await)

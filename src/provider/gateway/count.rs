@@ -131,6 +131,7 @@ impl Gateway {
                 usage_estimated: false,
                 cost_micros: None,
                 price_version: None,
+                cost_source: None,
                 ttft_ms: None,
                 total_ms,
                 retries: 0,

@@ -76,3 +76,32 @@ fn system_tools_and_images_all_count() {
         .push(Part::Image { source: ImageSource::Url { url: "https://x".into() }, cache: None });
     assert_eq!(estimate(&with_image, Family::Openai), plain + IMAGE_FALLBACK);
 }
+
+#[test]
+fn the_models_own_tokenizer_is_known_for_o200k_models_only() {
+    use crate::provider::tokens::model_tokenizer;
+    for own in ["gpt-4o-mini", "gpt-4.1", "GPT-5-mini", "o3", "o4-mini", "openai/gpt-5", "gpt-oss-120b"] {
+        assert_eq!(model_tokenizer(false, own), (Family::Openai, true), "{own}");
+    }
+    for approx in ["gpt-4", "gpt-3.5-turbo", "deepseek-chat", "qwen3-coder", "o1x", "gpt-4oish"] {
+        assert_eq!(model_tokenizer(false, approx), (Family::Openai, false), "{approx}");
+    }
+    assert_eq!(model_tokenizer(false, "anthropic/claude-sonnet-4-5"), (Family::Claude, false));
+    assert_eq!(model_tokenizer(true, "some-proxy-name"), (Family::Claude, false));
+}
+
+#[test]
+fn output_tokens_count_text_thinking_and_tool_calls() {
+    use crate::provider::tokens::output_tokens;
+    // o200k_base: "Hello" and " world" are one token each.
+    let text = [Part::text("Hello world")];
+    assert_eq!(output_tokens(&text, Family::Openai), 2);
+    assert_eq!(output_tokens(&text, Family::Claude), 3, "2 × 1.2, rounded up");
+    let thinking = [Part::Thinking { text: "Hello world".into(), signature: None }];
+    assert_eq!(output_tokens(&thinking, Family::Openai), 2);
+    let tool = [Part::ToolUse { id: "c".into(), name: "get_weather".into(), input: json!({"city": "Paris"}) }];
+    let want = text_tokens("get_weather") + text_tokens(r#"{"city":"Paris"}"#);
+    assert_eq!(output_tokens(&tool, Family::Openai), want);
+    assert!(want > 3);
+    assert_eq!(output_tokens(&[], Family::Openai), 0);
+}

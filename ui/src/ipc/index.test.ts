@@ -179,3 +179,41 @@ describe("transport selection", () => {
     expect(defaultTransport()).toBeInstanceOf(HttpTransport);
   });
 });
+
+describe("downloads", () => {
+  it("reads a CSV export as text over HTTP, with the UI header and no credential of its own", async () => {
+    const csv = 'id,client\nkh-1,"a, ""quoted"" client"\n';
+    const f = vi.fn(async (_url: RequestInfo | URL, _init?: RequestInit) => new Response(csv, { status: 200, headers: { "Content-Type": "text/csv; charset=utf-8" } }));
+    const text = await createApi(new HttpTransport({ fetch: f })).exportCalls({ format: "csv", since: "2026-11-30", until: null });
+    expect(text).toBe(csv);
+    const [url, init] = f.mock.calls[0]!;
+    expect(url).toBe("/api/calls/export?format=csv&since=2026-11-30");
+    expect(init?.credentials).toBe("same-origin");
+    expect(headersOf(init)["X-Keyhaven-UI"]).toBe("1");
+  });
+
+  it("turns an error answer into an EngineError", async () => {
+    const f = fakeFetch(400, JSON.stringify({ kind: "invalid", message: "until is before since" }));
+    const err = await createApi(new HttpTransport({ fetch: f })).exportUsage({ format: "csv", since: "2026-12-02", until: "2026-11-30" }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(EngineError);
+    expect((err as EngineError).kind).toBe("invalid");
+    expect((err as EngineError).status).toBe(400);
+  });
+
+  it("gets the file's text from the app window's IPC answer", async () => {
+    const invoke = vi.fn(async () => ({ status: 200, body: "day,model\n2026-11-30,m\n" }));
+    const text = await createApi(new TauriTransport(invoke)).exportUsage({ format: "csv", since: null, until: null });
+    expect(text).toBe("day,model\n2026-11-30,m\n");
+    expect(invoke).toHaveBeenCalledWith("control", { method: "GET", path: "/api/usage/export?format=csv", body: null });
+  });
+});
+
+describe("prices", () => {
+  it("reads the price report with a GET", async () => {
+    const report = { version: "2026-11-30", currency: "USD", models: [] };
+    const f = fakeFetch(200, JSON.stringify(report));
+    await expect(createApi(new HttpTransport({ fetch: f })).prices()).resolves.toEqual(report);
+    expect(f.mock.calls[0]![0]).toBe("/api/prices");
+    expect(f.mock.calls[0]![1]?.method).toBe("GET");
+  });
+});

@@ -20,9 +20,11 @@ import type {
   EngineStatus,
   EnvSetup,
   ErrorBody,
+  ExportQuery,
   IpcReply,
   KeyInfo,
   LogLine,
+  PriceReport,
   Model,
   ModelInput,
   ModelRouteInput,
@@ -69,6 +71,8 @@ export type Method = "GET" | "POST" | "PUT" | "DELETE";
 /** Moves one request to the engine and back. `path` starts with `/api/`. */
 export interface Transport {
   request<T>(method: Method, path: string, body?: unknown): Promise<T>;
+  /** A GET whose answer is a file (a CSV export): its text. */
+  download(path: string): Promise<string>;
 }
 
 function isErrorBody(v: unknown): v is ErrorBody {
@@ -125,6 +129,28 @@ export class HttpTransport implements Transport {
     }
     return parsed as T;
   }
+
+  async download(path: string): Promise<string> {
+    const headers: Record<string, string> = { Accept: "text/csv, application/json", "X-Keyhaven-UI": "1" };
+    let res: Response;
+    try {
+      res = await this.fetchFn(this.baseUrl + path, { method: "GET", headers, credentials: "same-origin", cache: "no-store" });
+    } catch (e) {
+      throw new EngineError("network", `cannot reach Keyhaven: ${e instanceof Error ? e.message : String(e)}`);
+    }
+    const text = await res.text();
+    if (!res.ok) {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        parsed = undefined;
+      }
+      if (isErrorBody(parsed)) throw new EngineError(parsed.kind, parsed.message, res.status);
+      throw new EngineError("http", `GET ${path}: HTTP ${res.status}`, res.status);
+    }
+    return text;
+  }
 }
 
 /** Tauri's `invoke` (from `window.__TAURI__.core`, or a fake in tests). */
@@ -150,6 +176,13 @@ export class TauriTransport implements Transport {
       throw new EngineError("http", `${method} ${path}: status ${reply.status}`, reply.status);
     }
     return (reply.body ?? undefined) as T;
+  }
+
+  /** The shell hands a file's text back as one JSON string. */
+  async download(path: string): Promise<string> {
+    const body = await this.request<unknown>("GET", path);
+    if (typeof body === "string") return body;
+    return JSON.stringify(body, null, 2);
   }
 }
 
@@ -218,6 +251,13 @@ export function createApi(t: Transport) {
     calls: (q: CallQuery) => t.request<CallPage>("GET", `/api/calls${queryString(q)}`),
     call: (id: string) => t.request<CallDetail>("GET", `/api/calls/${seg(id)}`),
     deleteCall: (id: string) => t.request<Deleted>("DELETE", `/api/calls/${seg(id)}`),
+    /** The calls of a window as CSV or JSON text (no bodies). */
+    exportCalls: (q: ExportQuery) => t.download(`/api/calls/export${queryString(q)}`),
+    /** Usage per day, model, provider and client of a window as CSV or JSON text. */
+    exportUsage: (q: ExportQuery) => t.download(`/api/usage/export${queryString(q)}`),
+
+    /** The price table's version and each configured model's effective price. */
+    prices: () => t.request<PriceReport>("GET", "/api/prices"),
 
     retention: () => t.request<Retention>("GET", "/api/retention"),
     setRetention: (r: Retention) => t.request<RetentionApplied>("PUT", "/api/retention", r),

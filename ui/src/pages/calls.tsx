@@ -1,7 +1,7 @@
 import { useState } from "preact/hooks";
 import { api, type CallQuery, type CallStatus, type CallSummary } from "../ipc";
-import { STATUS_LABEL, formatCost, formatMs, formatTime, formatTokens, prettyBody } from "../format";
-import { Empty, ErrorNotice, View, useAction, useLoad } from "../ui";
+import { COST_SOURCE_LABEL, STATUS_LABEL, exportFileName, formatCost, formatMs, formatTime, formatTokens, prettyBody, sinceDay } from "../format";
+import { DownloadButton, Empty, ErrorNotice, View, useAction, useLoad } from "../ui";
 
 const PAGE = 50;
 const STATUSES = Object.keys(STATUS_LABEL) as CallStatus[];
@@ -17,6 +17,11 @@ interface Filters {
 }
 
 const SINCE_MS = { "1h": 3_600_000, "24h": 86_400_000, "7d": 7 * 86_400_000 } as const;
+
+/** The export's start: the "Since" filter as an RFC 3339 time, else the last 30 days. */
+function exportSince(since: keyof typeof SINCE_MS | ""): string {
+  return since ? new Date(Date.now() - SINCE_MS[since]).toISOString() : sinceDay(30, Date.now());
+}
 
 function Status({ s }: { s: CallStatus }) {
   return <span class={`tag status-${s}`}>{STATUS_LABEL[s]}</span>;
@@ -142,6 +147,13 @@ function CallList() {
           Refresh
         </button>
       </form>
+      <p>
+        <DownloadButton
+          label={`Download CSV (${filters.since ? `last ${filters.since}` : "last 30 days"}, every call, no bodies)`}
+          load={() => api().exportCalls({ format: "csv", since: exportSince(filters.since), until: null })}
+          name={() => exportFileName("calls", exportSince(filters.since).slice(0, 10), sinceDay(1, Date.now()))}
+        />
+      </p>
       <View res={res}>
         {(page) =>
           page.calls.length === 0 ? (
@@ -262,6 +274,7 @@ function Summary({ c, priceVersion }: { c: CallSummary; priceVersion: string | n
           <Row k="Reasoning" v={formatTokens(c.reasoningTokens)} />
           {c.usageEstimated && <Row k="Note" v="Usage estimated (the upstream reported none)" />}
           <Row k="Cost" v={`${formatCost(c.costMicros)}${priceVersion ? ` (prices ${priceVersion})` : ""}`} />
+          {c.costSource && <Row k="Cost source" v={COST_SOURCE_LABEL[c.costSource]} />}
         </dl>
       </section>
     </div>

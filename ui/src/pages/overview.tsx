@@ -1,9 +1,22 @@
 import { useState } from "preact/hooks";
 import { api, type UsageGroupBy } from "../ipc";
-import { formatCost, formatDuration, formatMs, formatPercent, formatTokens, plural, usageBars, type Bar } from "../format";
+import {
+  COST_SOURCE_LABEL,
+  costSourceSplit,
+  exportFileName,
+  formatCost,
+  formatDuration,
+  formatMs,
+  formatPercent,
+  formatTokens,
+  plural,
+  sinceDay,
+  usageBars,
+  type Bar,
+} from "../format";
 import { dailyColumns, dayRange, stackPoints } from "../charts";
 import { ColumnChart } from "../chart";
-import { Empty, Stat, View, useLoad } from "../ui";
+import { DownloadButton, Empty, Stat, View, useLoad } from "../ui";
 import { BudgetBanner } from "./budgets";
 
 export function Bars({ bars, label, none = "Nothing yet." }: { bars: Bar[]; label: string; none?: string }) {
@@ -75,10 +88,16 @@ function Today({ split }: { split: Split }) {
               </p>
             </Empty>
           );
+        const sources = costSourceSplit(u.costSources);
         return (
           <>
             <div class="stats">
               <Stat label="Today's spend" value={formatCost(t.costMicros)} sub={plural(t.calls, "call")} />
+              {sources && (
+                <div title={u.costSources.map((s) => `${s.source}: ${COST_SOURCE_LABEL[s.source]}, ${plural(s.calls, "call")}, ${formatCost(s.costMicros)}`).join("\n")}>
+                  <Stat label="Cost source" value={sources.value} sub={sources.sub} />
+                </div>
+              )}
               <Stat label="Tokens" value={formatTokens(t.inputTokens + t.outputTokens)} sub={`${formatTokens(t.inputTokens)} in · ${formatTokens(t.outputTokens)} out`} />
               <Stat label="Latency p50 / p95 / p99" value={formatMs(t.latency.p50Ms)} sub={`${formatMs(t.latency.p95Ms)} · ${formatMs(t.latency.p99Ms)}`} />
               <Stat label="Errors" value={formatPercent(t.errorRate)} sub={plural(t.errors, "error")} />
@@ -196,6 +215,13 @@ export function Overview(_: { args: string[] }) {
       <h2>Today (UTC)</h2>
       <Today split={split} />
       <h2>Over time</h2>
+      <p>
+        <DownloadButton
+          label={`Download usage CSV (last ${days} days)`}
+          load={() => api().exportUsage({ format: "csv", since: sinceDay(days, Date.now()), until: null })}
+          name={() => exportFileName("usage", sinceDay(days, Date.now()), sinceDay(1, Date.now()))}
+        />
+      </p>
       <OverTime split={split} days={days} />
     </>
   );

@@ -20,6 +20,7 @@ describe("per-model Cursor routes", () => {
   it("are set with PUT /api/routing/models/{name}", async () => {
     const calls: [string, string, unknown][] = [];
     const api = createApi({
+      download: async () => "",
       request: async <T,>(method: string, path: string, body?: unknown) => {
         calls.push([method, path, body]);
         return { mode: "hybrid", proxyRunning: true, models: [] } as T;

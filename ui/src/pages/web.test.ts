@@ -47,6 +47,7 @@ describe("web tools settings", () => {
   it("call the web routes, the key write-only", async () => {
     const calls: [string, string, unknown][] = [];
     const api = createApi({
+      download: async () => "",
       request: async <T,>(method: string, path: string, body?: unknown) => {
         calls.push([method, path, body]);
         return settings() as T;
