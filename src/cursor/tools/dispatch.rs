@@ -995,6 +995,25 @@ fn mcp_outcome(name: &str, r: agent::McpResult) -> (agent::McpToolResult, ToolOu
         Some(mcp_result::Result::ToolNotFound(t)) => {
             mcp_error(name, &format!("the editor does not know it (available: {})", t.available_tools.join(", ")))
         }
+        // The card has no such case (docs/cursor-wire.md §4.7): an error card naming the servers.
+        Some(mcp_result::Result::ServerNotFound(n)) => {
+            let available =
+                if n.available_servers.is_empty() { "none".to_owned() } else { n.available_servers.join(", ") };
+            mcp_error(
+                name,
+                &format!("the MCP server {} is not connected in the editor (connected servers: {available})", n.name),
+            )
+        }
+        // An approval-only answer: the user approved, the editor ran nothing.
+        Some(mcp_result::Result::Approved(_)) => (
+            agent::McpToolResult {
+                result: Some(mcp_tool_result::Result::Success(agent::McpSuccess { content: Vec::new(), is_error: false })),
+            },
+            ToolOutput::error(format!(
+                "The user approved the MCP tool {name}, but the editor returned no result; call it again if the \
+                 result is needed."
+            )),
+        ),
         None => mcp_error(name, "empty result"),
     }
 }
