@@ -20,7 +20,12 @@ use crate::cursor::protocol::agent::{
 pub enum Start {
     /// A turn for a user message; `mode` overrides the message's own; `injection` is the id of
     /// the injection it came from.
-    Message { user: agent::UserMessage, ctx: agent::RequestContext, mode: Option<AgentMode>, injection: Option<String> },
+    Message {
+        user: agent::UserMessage,
+        ctx: agent::RequestContext,
+        mode: Option<AgentMode>,
+        injection: Option<String>,
+    },
     ExecutePlan(agent::ExecutePlanAction),
     Resume(agent::RequestContext),
     Summarize,
@@ -48,7 +53,9 @@ pub fn unsupported_name(action: &Action) -> Option<&'static str> {
 /// The notice for an action Keyhaven does not act on.
 pub fn unsupported_notice(name: &str, during_run: bool) -> String {
     if during_run {
-        format!("Cursor sent `{name}` while the agent worked; Keyhaven does not support that action, so it was ignored.")
+        format!(
+            "Cursor sent `{name}` while the agent worked; Keyhaven does not support that action, so it was ignored."
+        )
     } else {
         format!("Cursor asked for `{name}`; Keyhaven does not support that action, so nothing was run.")
     }

@@ -42,7 +42,11 @@ pub enum Delivery {
     Command(RunCommand),
     Summarize,
     /// An injected message for the running turn.
-    Inject { injection_id: String, expected_run_id: String, entry: Entry },
+    Inject {
+        injection_id: String,
+        expected_run_id: String,
+        entry: Entry,
+    },
     /// An action Keyhaven does not act on during a run (its wire name).
     Unsupported(&'static str),
 }

@@ -341,7 +341,8 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     });
     match user {
         Some(user) => {
-            let mut user_id = delivery::user_entry_id(&user.message_id, &format!("{run_id}:user"));
+            let fallback = injection.as_ref().map_or_else(|| format!("{run_id}:user"), |i| format!("inject:{i}"));
+            let mut user_id = delivery::user_entry_id(&user.message_id, &fallback);
             if transcript.contains(&user_id) && transcript.entries().last().is_none_or(|e| e.id != user_id) {
                 user_id = format!("{user_id}@{run_id}");
             }
@@ -534,9 +535,13 @@ fn route(seqno: u64, data: &Bytes, routes: &Routes<'_>) {
                 Delivery::Ignore => {}
                 Delivery::Unsupported(name) => {
                     tracing::info!(seqno, action = name, "conversation action Keyhaven does not support ignored");
-                    routes.output.publish(events::frame(&events::notice(&actions::unsupported_notice(name, true)), false));
+                    routes
+                        .output
+                        .publish(events::frame(&events::notice(&actions::unsupported_notice(name, true)), false));
                 }
-                Delivery::Inject { injection_id, expected_run_id, entry } => inject(routes, seqno, &injection_id, &expected_run_id, entry),
+                Delivery::Inject { injection_id, expected_run_id, entry } => {
+                    inject(routes, seqno, &injection_id, &expected_run_id, entry)
+                }
                 Delivery::Summarize => {
                     if let Some(c) = routes.compactor {
                         c.requested.store(true, Ordering::SeqCst);

@@ -40,7 +40,8 @@ async fn part<M: prost::Message + Default>(source: &Source<'_>, id: &[u8], what:
     if id.is_empty() {
         return Ok(None);
     }
-    let data = source.content(id).await.map_err(|e| format!("Keyhaven could not read the {what} from the editor ({e})."))?;
+    let data =
+        source.content(id).await.map_err(|e| format!("Keyhaven could not read the {what} from the editor ({e})."))?;
     M::decode(data.as_slice())
         .map(Some)
         .map_err(|e| format!("Keyhaven could not decode the {what} the editor sent ({e})."))

@@ -1007,7 +1007,10 @@ fn mcp_outcome(name: &str, r: agent::McpResult) -> (agent::McpToolResult, ToolOu
         // An approval-only answer: the user approved, the editor ran nothing.
         Some(mcp_result::Result::Approved(_)) => (
             agent::McpToolResult {
-                result: Some(mcp_tool_result::Result::Success(agent::McpSuccess { content: Vec::new(), is_error: false })),
+                result: Some(mcp_tool_result::Result::Success(agent::McpSuccess {
+                    content: Vec::new(),
+                    is_error: false,
+                })),
             },
             ToolOutput::error(format!(
                 "The user approved the MCP tool {name}, but the editor returned no result; call it again if the \

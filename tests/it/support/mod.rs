@@ -2,6 +2,7 @@
 //! helpers to read a client's stream back into canonical form.
 
 pub mod cursor_client;
+pub mod cursor_raw;
 pub mod cursor_schema;
 pub mod fixtures;
 pub mod lingma;
