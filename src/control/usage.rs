@@ -266,6 +266,11 @@ impl ControlService {
             summary: summary(d.summary),
             request_body: d.request_body,
             response_body: d.response_body,
+            context_blocks: d
+                .context_blocks
+                .into_iter()
+                .map(|b| dto::ContextBlock { kind: b.kind, source: b.source, bytes: b.bytes })
+                .collect(),
         })
     }
 

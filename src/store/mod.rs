@@ -43,8 +43,8 @@ use crate::store::writer::{Command, Writer};
 
 pub use conversation::{CheckpointRecord, ConversationOp};
 pub use read::{
-    CallDetail, CallFilter, CallSummary, DEFAULT_LIMIT, LATENCY_BOUNDS_MS, LatencyHistogram, MAX_LIMIT, SessionRow,
-    UsageGroup, UsageGroupRow, UsageRow, UsageSplitRow, UsageTotals,
+    CallDetail, CallFilter, CallSummary, ContextBlock, DEFAULT_LIMIT, LATENCY_BOUNDS_MS, LatencyHistogram, MAX_LIMIT,
+    SessionRow, UsageGroup, UsageGroupRow, UsageRow, UsageSplitRow, UsageTotals,
 };
 
 /// How long SQLite waits on a lock held by another connection.

@@ -15,6 +15,8 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0006_create_pending_and_acked_blobs.sql"),
     include_str!("migrations/0007_add_call_session.sql"),
     include_str!("migrations/0008_create_reasoning_memory.sql"),
+    // Numbered 0012: 0009–0011 are other branches' (the list's position is the version).
+    include_str!("migrations/0012_create_run_context_blocks.sql"),
 ];
 
 /// The newest schema version this build knows.

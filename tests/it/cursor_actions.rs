@@ -16,7 +16,8 @@
 //! - an action Keyhaven does not support ends with a notice, never an empty turn;
 //! - rules, skills and MCP definitions moved into blobs reach the prompt like the inline fields;
 //! - `McpResult.server_not_found` and `approved` become cards the IDE decodes and words the model
-//!   reads.
+//!   reads;
+//! - a Cursor call's detail (the Calls page) lists the context blocks of its run and their size.
 
 use std::sync::Arc;
 
@@ -424,6 +425,50 @@ async fn mcp_server_not_found_and_approved_answers_become_cards_and_words() {
         tool_text(2).contains("The user approved the MCP tool lookup, but the editor returned no result"),
         "{}",
         tool_text(2)
+    );
+    s.te.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Calls page: which context blocks went into a Cursor call's prompt
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cursor_calls_detail_lists_the_context_blocks_and_their_size() {
+    let s = cursor_client::start("").await;
+    let root = s.ws.root_str();
+    s.mock.push(Reply::sse(&oa_text("seen")));
+    let mut turn = cursor_client::Turn::new("req-page", "conv-page", "look");
+    turn.selected = Some(agent::SelectedContext {
+        files: vec![agent::SelectedFile {
+            content: "fn a() {}\n".into(),
+            path: format!("{root}/src/a.rs"),
+            relative_path: Some("src/a.rs".into()),
+        }],
+        code_selections: vec![agent::SelectedCodeSelection {
+            content: "let x = 1;".into(),
+            path: format!("{root}/src/c.rs"),
+            relative_path: Some("src/c.rs".into()),
+            range: Some(agent::Range {
+                start: Some(agent::Position { line: 3, column: 0 }),
+                end: Some(agent::Position { line: 5, column: 4 }),
+            }),
+        }],
+        ..Default::default()
+    });
+    let seen = s.turn(&turn).await;
+    assert_eq!(seen.end, Some(Default::default()));
+    let calls = s.te.wait_calls(1).await;
+    let (status, body) = s.te.control(reqwest::Method::GET, &format!("/api/calls/{}", calls[0].summary.id), None).await;
+    assert_eq!(status, 200, "{body}");
+    let detail: Value = serde_json::from_str(&body).expect("json");
+    // `<attached source="file" path="src/a.rs">\nfn a() {}\n</attached>` is 62 bytes;
+    // `<attached source="selection" path="src/c.rs" lines="3-5">\nlet x = 1;\n</attached>` 80.
+    assert_eq!(
+        detail["contextBlocks"],
+        json!([
+            {"kind": "file", "source": "src/a.rs", "bytes": 62},
+            {"kind": "selection", "source": "src/c.rs", "bytes": 80},
+        ])
     );
     s.te.stop().await;
 }

@@ -355,6 +355,15 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
             for notice in &attached.notices {
                 t.output.publish(events::frame(&events::notice(notice), false));
             }
+            // The Calls page lists them with each call of this run (its `request_id`).
+            if let Some(store) = deps.conversations.store().filter(|_| !attached.blocks.is_empty()) {
+                drop(store.conversation(crate::store::ConversationOp::RunContext {
+                    run_id: run_id.clone(),
+                    conversation_id: conversation.id.clone(),
+                    blocks: attached.blocks.clone(),
+                    created_ms: crate::clock::now_ms(),
+                }));
+            }
             let message = match attached.parts.as_slice() {
                 [Part::Text { text, .. }] => Message::text(Role::User, text.clone()),
                 _ => Message { role: Role::User, content: attached.parts },

@@ -284,7 +284,12 @@ requestBody: string | null,
 /**
  * The canonical JSON answer.
  */
-responseBody: string | null, priceVersion: string | null, };
+responseBody: string | null, priceVersion: string | null, 
+/**
+ * For a Cursor agent call: the context blocks of its run's user message (what the user
+ * attached), in prompt order; empty otherwise.
+ */
+contextBlocks: Array<ContextBlock>, };
 
 export type Deleted = { deleted: number, };
 
