@@ -65,6 +65,7 @@ pub(crate) fn render() -> String {
         SessionSummary,
         SessionList,
         CallDetail,
+        ContextBlock,
         Deleted,
         Retention,
         RetentionApplied,

@@ -291,6 +291,16 @@ responseBody: string | null, priceVersion: string | null,
  */
 contextBlocks: Array<ContextBlock>, };
 
+export type ContextBlock = { 
+/**
+ * `file`, `selection`, `terminal`, `rule`, `image`, …
+ */
+kind: string, 
+/**
+ * The path, URL or name it came from (may be empty).
+ */
+source: string, bytes: number, };
+
 export type Deleted = { deleted: number, };
 
 export type Retention = { 
