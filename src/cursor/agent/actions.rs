@@ -21,13 +21,13 @@ pub enum Start {
     /// A turn for a user message; `mode` overrides the message's own; `injection` is the id of
     /// the injection it came from.
     Message {
-        user: agent::UserMessage,
-        ctx: agent::RequestContext,
+        user: Box<agent::UserMessage>,
+        ctx: Box<agent::RequestContext>,
         mode: Option<AgentMode>,
         injection: Option<String>,
     },
-    ExecutePlan(agent::ExecutePlanAction),
-    Resume(agent::RequestContext),
+    ExecutePlan(Box<agent::ExecutePlanAction>),
+    Resume(Box<agent::RequestContext>),
     Summarize,
     /// Nothing to do (a cancel with no run).
     Nothing,
@@ -65,37 +65,37 @@ pub fn unsupported_notice(name: &str, during_run: bool) -> String {
 pub fn start(action: Option<Action>) -> Start {
     match action {
         Some(Action::UserMessageAction(a)) => Start::Message {
-            user: a.user_message.unwrap_or_default(),
-            ctx: a.request_context.unwrap_or_default(),
+            user: Box::new(a.user_message.unwrap_or_default()),
+            ctx: Box::new(a.request_context.unwrap_or_default()),
             mode: None,
             injection: None,
         },
         Some(Action::StartPlanAction(a)) => Start::Message {
-            user: a.user_message.unwrap_or_default(),
-            ctx: a.request_context.unwrap_or_default(),
+            user: Box::new(a.user_message.unwrap_or_default()),
+            ctx: Box::new(a.request_context.unwrap_or_default()),
             mode: Some(AgentMode::Plan),
             injection: None,
         },
-        Some(Action::ExecutePlanAction(a)) => Start::ExecutePlan(a),
+        Some(Action::ExecutePlanAction(a)) => Start::ExecutePlan(Box::new(a)),
         Some(Action::InjectContextAction(a)) => {
             let injection = Some(a.injection_id.clone());
             match a.payload {
                 Some(Payload::UserContext(u)) => Start::Message {
-                    user: u.user_message.unwrap_or_default(),
-                    ctx: u.request_context.unwrap_or_default(),
+                    user: Box::new(u.user_message.unwrap_or_default()),
+                    ctx: Box::new(u.request_context.unwrap_or_default()),
                     mode: None,
                     injection,
                 },
                 Some(Payload::SystemContext(s)) => Start::Message {
-                    user: agent::UserMessage { text: system_context_text(&s), ..Default::default() },
-                    ctx: agent::RequestContext::default(),
+                    user: Box::new(agent::UserMessage { text: system_context_text(&s), ..Default::default() }),
+                    ctx: Box::default(),
                     mode: None,
                     injection,
                 },
                 None => Start::Unsupported("inject_context_action (without content)"),
             }
         }
-        Some(Action::ResumeAction(r)) => Start::Resume(r.request_context.unwrap_or_default()),
+        Some(Action::ResumeAction(r)) => Start::Resume(Box::new(r.request_context.unwrap_or_default())),
         Some(Action::SummarizeAction(_)) => Start::Summarize,
         Some(Action::CancelAction(_)) => Start::Nothing,
         Some(other) => Start::Unsupported(unsupported_name(&other).unwrap_or("an unknown action")),

@@ -132,9 +132,9 @@ pub struct AgentDeps<'a> {
 
 /// What starts the turn's user message.
 enum Kick {
-    User(agent::UserMessage),
+    User(Box<agent::UserMessage>),
     /// The plan card's Build: the message is written once the conversation's todos are known.
-    Plan(agent::ExecutePlanAction),
+    Plan(Box<agent::ExecutePlanAction>),
 }
 
 /// Where client messages go while a turn works.
@@ -205,13 +205,13 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     let action = action.unwrap_or_default();
     let parts_refs = action.request_context_parts;
     let (kick, mut ctx, forced_mode, injection) = match actions::start(action.action) {
-        Start::Message { user, ctx, mode, injection } => (Some(Kick::User(user)), ctx, mode, injection),
+        Start::Message { user, ctx, mode, injection } => (Some(Kick::User(user)), *ctx, mode, injection),
         Start::ExecutePlan(a) => {
             let ctx = a.request_context.clone().unwrap_or_default();
             let mode = actions::execution_mode(&a);
             (Some(Kick::Plan(a)), ctx, Some(mode), None)
         }
-        Start::Resume(ctx) => (None, ctx, None, None),
+        Start::Resume(ctx) => (None, *ctx, None, None),
         Start::Summarize => {
             let mcp = mcp_tools.map(|m| m.mcp_tools).unwrap_or_default();
             let incoming = compact::Incoming {
@@ -336,7 +336,7 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     initial.extend(conversation.take_pending());
     let vision = deps.gateway.catalog().resolve(&model_name).is_none_or(|r| r.model.capabilities.vision);
     let user = kick.map(|k| match k {
-        Kick::User(u) => u,
+        Kick::User(u) => *u,
         Kick::Plan(a) => actions::plan_message(&a, &conversation.todos()),
     });
     match user {
