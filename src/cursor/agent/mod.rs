@@ -408,6 +408,7 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
             channel: blobs.clone(),
             timeout: deps.options.blob_ack_timeout,
         }),
+        terminals_folder: Some(env.terminals_folder.clone()).filter(|f| !f.is_empty()),
     };
     let frames = Frames::new(t.output.clone(), catalog.clone(), &run_id, injections.clone());
     let model = GatewayModel {

@@ -716,12 +716,16 @@ pub struct Dropped {
     seq: Arc<AtomicU64>,
 }
 
+/// The terminals folder the simulated editor reports (`RequestContextEnv.terminals_folder`).
+pub const TERMINALS: &str = "/home/u/.cursor/projects/p/terminals";
+
 pub fn run_request(turn: &Turn, workspace: &str) -> agent::AgentClientMessage {
     let request_context = agent::RequestContext {
         env: Some(agent::RequestContextEnv {
             os_version: "linux".into(),
             workspace_paths: vec![workspace.to_owned()],
             shell: "sh".into(),
+            terminals_folder: TERMINALS.into(),
             ..Default::default()
         }),
         ..turn.context.clone()

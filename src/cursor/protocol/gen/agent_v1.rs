@@ -703,6 +703,11 @@ pub struct ShellResult {
     /// Set when the command moved to the background and keeps running (3.x extractions).
     #[prost(bool, optional, tag = "102")]
     pub is_background: ::core::option::Option<bool>,
+    /// Where the editor writes terminal output (a backgrounded command's output keeps going there).
+    #[prost(string, optional, tag = "103")]
+    pub terminals_folder: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(uint32, optional, tag = "104")]
+    pub pid: ::core::option::Option<u32>,
     #[prost(oneof = "shell_result::Result", tags = "1, 2, 3, 4, 5, 7")]
     pub result: ::core::option::Option<shell_result::Result>,
 }
@@ -818,9 +823,23 @@ pub mod shell_stream {
         Backgrounded(super::ShellStreamBackgrounded),
     }
 }
-/// Its fields are not in the reference; any content is skipped.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
-pub struct ShellStreamBackgrounded {}
+/// The command moved to the background (docs/cursor-wire.md §4.8): which shell it runs in.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ShellStreamBackgrounded {
+    #[prost(uint32, tag = "1")]
+    pub shell_id: u32,
+    #[prost(string, tag = "2")]
+    pub command: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub working_directory: ::prost::alloc::string::String,
+    #[prost(uint32, optional, tag = "4")]
+    pub pid: ::core::option::Option<u32>,
+    #[prost(int32, optional, tag = "5")]
+    pub ms_to_wait: ::core::option::Option<i32>,
+    /// ShellBackgroundReason: UNSPECIFIED 0, TIMEOUT 1, USER_REQUEST 2.
+    #[prost(int32, optional, tag = "6")]
+    pub reason: ::core::option::Option<i32>,
+}
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct ShellStreamStdout {
     #[prost(string, tag = "1")]
@@ -2350,6 +2369,9 @@ pub struct RequestContextEnv {
     pub workspace_paths: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
     #[prost(string, tag = "3")]
     pub shell: ::prost::alloc::string::String,
+    /// Where the editor writes each terminal's output (a file per terminal).
+    #[prost(string, tag = "7")]
+    pub terminals_folder: ::prost::alloc::string::String,
     #[prost(string, tag = "10")]
     pub time_zone: ::prost::alloc::string::String,
     #[prost(string, tag = "11")]
