@@ -79,6 +79,7 @@ pub(crate) fn render() -> String {
         SessionSummary,
         SessionList,
         CallDetail,
+        ContextBlock,
         Deleted,
         Retention,
         RetentionApplied,

@@ -689,6 +689,21 @@ pub struct CallDetail {
     /// upstream cannot run, left out of the request); empty when nothing.
     #[serde(default)]
     pub notes: Vec<String>,
+    /// For a Cursor agent call: the context blocks of its run's user message (what the user
+    /// attached), in prompt order; empty otherwise.
+    pub context_blocks: Vec<ContextBlock>,
+}
+
+/// One block of context that went into a Cursor run's prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct ContextBlock {
+    /// `file`, `selection`, `terminal`, `rule`, `image`, …
+    pub kind: String,
+    /// The path, URL or name it came from (may be empty).
+    pub source: String,
+    pub bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

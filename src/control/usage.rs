@@ -316,6 +316,11 @@ impl ControlService {
             request_body: d.request_body,
             response_body: d.response_body,
             notes: d.notes,
+            context_blocks: d
+                .context_blocks
+                .into_iter()
+                .map(|b| dto::ContextBlock { kind: b.kind, source: b.source, bytes: b.bytes })
+                .collect(),
         })
     }
 

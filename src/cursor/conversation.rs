@@ -116,6 +116,11 @@ impl Conversation {
         }
     }
 
+    /// Whether a message with this id waits for the next run.
+    pub fn has_pending(&self, id: &str) -> bool {
+        self.pending.lock().is_ok_and(|p| p.iter().any(|e| e.id == id))
+    }
+
     /// Takes the messages waiting for the next run. The stored copies stay until the run appends
     /// them to the transcript (the store drops each with its append), so a crash in between
     /// loses none.

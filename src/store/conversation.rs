@@ -15,7 +15,8 @@
 //!   covered messages that are gone, and the next one is the compacted transcript's; a
 //!   checkpoint whose last message is no longer at its position is not stored (one taken before
 //!   a compaction but written after it);
-//! - the acknowledged blob ids change by differences (added, removed).
+//! - the acknowledged blob ids change by differences (added, removed);
+//! - a run's context blocks (migration 0012) are written once per run (a repeat changes nothing).
 
 use rusqlite::{Connection, OptionalExtension, named_params};
 
@@ -82,6 +83,13 @@ pub enum ConversationOp {
         record: crate::model::ReasoningRecord,
         expire_before_ms: i64,
     },
+    /// The context blocks of a run's user message (shown with the run's calls).
+    RunContext {
+        run_id: String,
+        conversation_id: String,
+        blocks: Vec<crate::store::ContextBlock>,
+        created_ms: i64,
+    },
 }
 
 impl ConversationOp {
@@ -96,6 +104,7 @@ impl ConversationOp {
             ConversationOp::AddPending { .. } => "add_pending",
             ConversationOp::AckedBlobs { .. } => "acked_blobs",
             ConversationOp::Reasoning { .. } => "reasoning",
+            ConversationOp::RunContext { .. } => "run_context",
         }
     }
 }
@@ -203,7 +212,8 @@ fn acked_blobs(
 /// Retention: deletes every conversation whose last activity (the row's `updated_ms`, its newest
 /// run start or finish, message, pending message, acknowledged blob or checkpoint) is before
 /// `before_ms` and that has no running run, with everything it owns (runs, tool rounds,
-/// messages, checkpoints, pending messages and acknowledged blobs go by `ON DELETE CASCADE`).
+/// messages, checkpoints, pending messages, acknowledged blobs and run context blocks go by
+/// `ON DELETE CASCADE`).
 /// Returns the conversations deleted.
 pub(crate) fn prune(conn: &Connection, before_ms: i64) -> rusqlite::Result<u64> {
     let n = conn
@@ -225,6 +235,18 @@ pub(crate) fn prune(conn: &Connection, before_ms: i64) -> rusqlite::Result<u64> 
 
 pub(crate) fn apply(conn: &Connection, op: &ConversationOp, epoch: i64) -> rusqlite::Result<u64> {
     match op {
+        ConversationOp::RunContext { run_id, conversation_id, blocks, created_ms } => {
+            let json =
+                serde_json::to_string(blocks).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+            ensure_conversation(conn, conversation_id, *created_ms)?;
+            let n = conn
+                .prepare_cached(
+                    "INSERT INTO run_context_blocks (run_id, conversation_id, blocks, created_ms) \
+                     VALUES (?1, ?2, ?3, ?4) ON CONFLICT (run_id) DO NOTHING",
+                )?
+                .execute(rusqlite::params![run_id, conversation_id, json, created_ms])?;
+            Ok(changed(n))
+        }
         ConversationOp::StartRun(s) => {
             conn.prepare_cached(
                 "INSERT INTO conversations (id, client, created_ms, updated_ms) VALUES (?1, ?2, ?3, ?3) \

@@ -44,8 +44,9 @@ use crate::store::writer::{Command, Writer};
 
 pub use conversation::{CheckpointRecord, ConversationOp};
 pub use read::{
-    CallDetail, CallFilter, CallSummary, CostSourceRow, DEFAULT_LIMIT, LATENCY_BOUNDS_MS, LatencyHistogram, MAX_LIMIT,
-    SessionRow, UsageDailyRow, UsageGroup, UsageGroupRow, UsageRow, UsageSplitRow, UsageTotals,
+    CallDetail, CallFilter, CallSummary, ContextBlock, CostSourceRow, DEFAULT_LIMIT, LATENCY_BOUNDS_MS,
+    LatencyHistogram, MAX_LIMIT, SessionRow, UsageDailyRow, UsageGroup, UsageGroupRow, UsageRow, UsageSplitRow,
+    UsageTotals,
 };
 pub use stats::{COMMIT_BOUNDS_SECONDS, LedgerSnapshot};
 

@@ -164,6 +164,18 @@ pub struct CallDetail {
     /// What Keyhaven changed about the call that the user should know (e.g. a server tool the
     /// upstream cannot run, left out); the `notes` column, a JSON list.
     pub notes: Vec<String>,
+    /// The context blocks of the agent run the call belongs to (its `request_id`), if recorded.
+    pub context_blocks: Vec<ContextBlock>,
+}
+
+/// One block of context that went into an agent run's prompt (a Cursor attachment): its kind
+/// (`file`, `selection`, `rule`, `image`, …), where it came from (path, URL or name; may be
+/// empty) and its size in bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ContextBlock {
+    pub kind: String,
+    pub source: String,
+    pub bytes: u64,
 }
 
 const SUMMARY_COLUMNS: &str = "id, started_ms, finished_ms, status, dialect, client, model, model_id, provider, \
@@ -278,10 +290,20 @@ pub(crate) fn call_detail(conn: &Connection, id: &str) -> Result<Option<CallDeta
                 response_body: row.get(31)?,
                 process_epoch: row.get(32)?,
                 notes: notes_of(row.get(33)?),
+                context_blocks: Vec::new(),
             })
         })
         .optional()?;
-    Ok(detail)
+    let Some(mut detail) = detail else { return Ok(None) };
+    if let Some(run_id) = detail.summary.request_id.as_deref() {
+        let json: Option<String> = conn
+            .prepare_cached("SELECT blocks FROM run_context_blocks WHERE run_id = ?1")?
+            .query_row([run_id], |r| r.get(0))
+            .optional()?;
+        // A list this build cannot read is shown as none rather than failing the call's page.
+        detail.context_blocks = json.and_then(|j| serde_json::from_str(&j).ok()).unwrap_or_default();
+    }
+    Ok(Some(detail))
 }
 
 /// The `notes` column: a JSON list of strings (a value that is not one reads as one note).

@@ -18,6 +18,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0009_add_call_notes.sql"),
     include_str!("migrations/0010_add_call_cost_source.sql"),
     include_str!("migrations/0011_add_call_budget_downgrade.sql"),
+    include_str!("migrations/0012_create_run_context_blocks.sql"),
 ];
 
 /// The newest schema version this build knows.

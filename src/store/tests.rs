@@ -106,6 +106,7 @@ async fn migrations_apply_on_a_fresh_file() {
             "messages",
             "pending_messages",
             "reasoning_memory",
+            "run_context_blocks",
             "runs",
             "tool_rounds",
             "usage_daily"
@@ -328,6 +329,7 @@ async fn start_and_finish_round_trip_every_field() {
         response_body: f.response_body.clone(),
         process_epoch: Some(77),
         notes: vec!["server tool `web_search_20250305` left out".into()],
+        context_blocks: Vec::new(),
     };
     assert_eq!(got, want);
     assert_eq!(store.call_detail("nope").await.expect("detail"), None);
@@ -876,4 +878,25 @@ fn migration_0010_backfills_the_cost_source_of_older_rows() {
     assert_eq!(source("est").as_deref(), Some("estimated"));
     assert_eq!(source("refused"), None);
     assert_eq!(source("flight"), None);
+}
+
+#[tokio::test]
+async fn a_calls_detail_lists_its_runs_context_blocks() {
+    use crate::store::{ContextBlock, ConversationOp};
+    let store = Store::open_in_memory(opts(1)).expect("open");
+    let block = |kind: &str, source: &str, bytes: u64| ContextBlock { kind: kind.into(), source: source.into(), bytes };
+    let blocks = vec![block("file", "src/a.rs", 42), block("image", "", 16)];
+    let op = |blocks: Vec<ContextBlock>| ConversationOp::RunContext {
+        run_id: "run-1".into(),
+        conversation_id: "conv-1".into(),
+        blocks,
+        created_ms: DAY0,
+    };
+    assert_eq!(store.conversation(op(blocks.clone())).await.expect("write"), 1);
+    assert_eq!(store.conversation(op(vec![block("rule", "x", 1)])).await.expect("repeat"), 0, "written once per run");
+    let of_run = CallStart { request_id: Some("run-1".into()), ..start("c1", DAY0, "m") };
+    store.record_start(of_run).await.expect("start");
+    store.record_start(start("c2", DAY0, "m")).await.expect("start");
+    assert_eq!(store.call_detail("c1").await.expect("read").expect("row").context_blocks, blocks);
+    assert!(store.call_detail("c2").await.expect("read").expect("row").context_blocks.is_empty());
 }

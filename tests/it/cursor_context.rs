@@ -11,7 +11,8 @@
 //! - a prompt moved to a blob (`text_blob_id`), from `pre_fetched_blobs` and over KV;
 //! - images as each provider dialect's image part (OpenAI Chat `image_url`, Anthropic `image`
 //!   with a base64 source, Responses `input_image`), and a model without vision told in words;
-//! - a run request at append seqno 5; a backgrounded shell; a free-text answer; a read delivered
+//! - a run request at append seqno 5; a backgrounded shell (its terminal, process and where its
+//!   later output is read); a free-text answer; a read delivered
 //!   as `output_blob_id`; `ToolCall.tool_call_id` on cards.
 
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use keyhaven::cursor::protocol::agent::{
 use serde_json::{Value, json};
 
 use crate::support::cursor_client::{self, Act, CursorSim, Turn, oa_text, oa_tools, run_everything};
+use crate::support::cursor_raw::{int, st};
 use crate::support::cursor_schema;
 use crate::support::fixtures::{Case, upstream_sse};
 use crate::support::{Reply, Up};
@@ -535,8 +537,12 @@ async fn backgrounded_shells_free_text_answers_and_blob_reads_reach_the_model() 
     let blob_id = sha(big.as_bytes());
     let policy: cursor_client::Policy = Arc::new(move |x: &agent::ExecServerMessage| match &x.message {
         Some(agent::exec_server_message::Message::ShellStreamArgs(_)) => {
+            // ShellStreamBackgrounded{shell_id=1 4, command=2, pid=4 4242, reason=6 TIMEOUT 1},
+            // hand-encoded from docs/cursor-wire.md §4.8.
+            let raw = [int(1, 4), st(2, "npm run dev"), int(4, 4242), int(6, 1)].concat();
+            let b = <agent::ShellStreamBackgrounded as prost::Message>::decode(raw.as_slice()).expect("backgrounded");
             Act::Reply(exec_client_message::Message::ShellStream(agent::ShellStream {
-                event: Some(shell_stream::Event::Backgrounded(agent::ShellStreamBackgrounded {})),
+                event: Some(shell_stream::Event::Backgrounded(b)),
             }))
         }
         Some(agent::exec_server_message::Message::ReadArgs(a)) if a.path.ends_with("big.txt") => {
@@ -555,6 +561,8 @@ async fn backgrounded_shells_free_text_answers_and_blob_reads_reach_the_model() 
     let Some(tool_call::Tool::ShellToolCall(shell)) = seen.completed("c-bg").tool else { panic!("shell card") };
     let result = shell.result.expect("result");
     assert_eq!(result.is_background, Some(true));
+    assert_eq!(result.pid, Some(4242));
+    assert_eq!(result.terminals_folder.as_deref(), Some(cursor_client::TERMINALS));
     assert!(matches!(result.result, Some(agent::shell_result::Result::Success(_))), "running, not failed");
     let body = s.mock.seen()[1].body.clone();
     let tool = |id: &str| {
@@ -566,7 +574,16 @@ async fn backgrounded_shells_free_text_answers_and_blob_reads_reach_the_model() 
             .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
             .expect("tool result")
     };
-    assert!(tool("c-bg").starts_with("The command is still running in the background"), "{}", tool("c-bg"));
+    assert_eq!(
+        tool("c-bg"),
+        format!(
+            "The command is still running in the background (the editor moved it there); it has not failed.\n\
+             It runs in terminal 4 (process 4242).\n\
+             Its later output goes to the terminal's file in {}: list that folder with list_dir and read the file \
+             with read_file to see how it is doing.\n",
+            cursor_client::TERMINALS
+        )
+    );
     assert_eq!(tool("c-ask"), "The user answered:\n- Which database? → \"use postgres\" (typed by the user)\n");
     assert_eq!(tool("c-big"), big);
     // Every card of the run carries its call id.

@@ -12,6 +12,7 @@ mod connect_wire;
 mod control;
 mod conversation_delivery;
 mod count_tokens;
+mod cursor_actions;
 mod cursor_binding;
 mod cursor_context;
 mod cursor_sim;

@@ -65,6 +65,7 @@ describe("budgets page", () => {
         calls.push([method, path, body]);
         return report([]) as T;
       },
+      download: async () => "",
     });
     const input = budgetInput({ ...EMPTY_BUDGET, name: "a b", limitUsd: "1" });
     await api.budgets();

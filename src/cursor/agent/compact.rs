@@ -16,6 +16,7 @@ use std::collections::HashSet;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
+use crate::cursor::agent::delivery::Injections;
 use crate::cursor::agent::{AgentDeps, Routes, TurnEnd, pump};
 use crate::cursor::blobs::{BlobChannel, BlobId};
 use crate::cursor::checkpoint::Meta;
@@ -128,6 +129,8 @@ pub async fn summarize_turn(
             output: &t.output,
             conversation: &conversation,
             run_id: &t.request_id,
+            client_run_id: None,
+            injections: &Injections::default(),
             compactor: None,
             run: None,
             early_cancel: &no_cancel,

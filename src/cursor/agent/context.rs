@@ -43,6 +43,7 @@ use crate::cursor::protocol::agent::{
 };
 use crate::cursor::tools::exec::ExecChannel;
 use crate::model::{Entry, ImageSource, Part};
+use crate::store::ContextBlock;
 
 /// The longest block body (characters); longer ones are cut with a note.
 pub const MAX_BLOCK_CHARS: usize = 100_000;
@@ -63,6 +64,31 @@ pub struct Attached {
     pub parts: Vec<Part>,
     /// Notices for the user (shown as server-notice text).
     pub notices: Vec<String>,
+    /// What each block is, where it came from and its size, in prompt order (the Calls page).
+    pub blocks: Vec<ContextBlock>,
+}
+
+fn unescape(v: &str) -> String {
+    v.replace("&quot;", "\"").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+}
+
+/// The kind and origin of a block from its header (`<attached source="KIND" path="…" …>`): the
+/// origin is its `path`, else `url`, `name`, `title`, `sha`, `scope` or `producer`.
+pub fn describe(block: &str) -> ContextBlock {
+    let head = block.lines().next().unwrap_or_default();
+    let attr = |k: &str| {
+        let key = format!(" {k}=\"");
+        head.find(&key).and_then(|i| head[i + key.len()..].split_once('"')).map(|(v, _)| unescape(v))
+    };
+    let source = ["path", "url", "name", "title", "sha", "scope", "producer"]
+        .into_iter()
+        .find_map(|k| attr(k).filter(|v| !v.is_empty()))
+        .unwrap_or_default();
+    ContextBlock {
+        kind: attr("source").unwrap_or_default(),
+        source,
+        bytes: u64::try_from(block.len()).unwrap_or(u64::MAX),
+    }
 }
 
 fn esc(v: &str) -> String {
@@ -272,6 +298,7 @@ pub async fn user_content(
     let sel = user.selected_context.clone().unwrap_or_default();
     let mut blocks: Vec<String> = Vec::new();
     let mut images: Vec<Part> = Vec::new();
+    let mut image_blocks: Vec<ContextBlock> = Vec::new();
     let mut in_play: Vec<String> = transcript_paths(earlier);
     let mut reads = 0usize;
 
@@ -430,13 +457,20 @@ pub async fn user_content(
         };
         let name = if img.path.is_empty() { format!("image {}", i + 1) } else { img.path.clone() };
         match &data {
-            Ok(d) if vision && !d.is_empty() => images.push(Part::Image {
-                source: ImageSource::Base64 {
-                    media_type: image_type(&img.mime_type, d),
-                    data: base64::engine::general_purpose::STANDARD.encode(d),
-                },
-                cache: None,
-            }),
+            Ok(d) if vision && !d.is_empty() => {
+                image_blocks.push(ContextBlock {
+                    kind: "image".to_owned(),
+                    source: img.path.clone(),
+                    bytes: u64::try_from(d.len()).unwrap_or(u64::MAX),
+                });
+                images.push(Part::Image {
+                    source: ImageSource::Base64 {
+                        media_type: image_type(&img.mime_type, d),
+                        data: base64::engine::general_purpose::STANDARD.encode(d),
+                    },
+                    cache: None,
+                });
+            }
             Ok(_) if !vision => {
                 blocks.push(block(
                     "image",
@@ -479,14 +513,18 @@ pub async fn user_content(
         }
         if earlier_texts.contains(b.as_str()) {
             let head = b.lines().next().unwrap_or_default().trim_end_matches('>').to_owned();
-            out.parts.push(Part::text(format!(
+            let stub = format!(
                 "{head} unchanged=\"true\">\n(unchanged since it was attached earlier in this conversation)\n</attached>"
-            )));
+            );
+            out.blocks.push(describe(&stub));
+            out.parts.push(Part::text(stub));
         } else {
+            out.blocks.push(describe(&b));
             out.parts.push(Part::text(b));
         }
     }
     out.parts.extend(images);
+    out.blocks.extend(image_blocks);
     out.parts.push(Part::text(text));
     out
 }

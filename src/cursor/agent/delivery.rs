@@ -10,7 +10,9 @@
 //! | `user_message_action` with `interrupted_pending_tool_call_resolutions` | `BreakMessages`: the current step is canceled, unfinished tools get interrupted results, the same run continues |
 //! | `cancel_action{reason}` | `Cancel`: the model call and every running exec are aborted; `turn_ended` + `{}` |
 //! | `summarize_action` | compaction before the next model cycle |
-//! | anything else (`resume_action`, …) | ignored |
+//! | `inject_context_action` (3.13+) | `InsertMessages` of the injected message (a user message, or a system context as a `system_context` block), acknowledged with `context_injection_state`: `queued` when the run took it, `delivered{step, delivery_batch_id, delivered_at_ms}` when it enters the transcript, `queued_for_next_turn` when the run was already ending (or ended before delivering it), `rejected{reason}` when it names another run (`expected_run_id` ≠ the run request's `run_id`) or the run it was meant for is gone |
+//! | `resume_action` | ignored |
+//! | anything else (`start_plan_action`, background and subagent actions, …) | ignored, with a notice naming it |
 //!
 //! A message batch the run (or, when it was already finalizing, the next run) accepted is
 //! echoed as `user_message_appended` (§4.6 case 6), so the client knows it was taken.
@@ -22,7 +24,13 @@
 //! injected user message is therefore context for the running task (insert), unless the client
 //! says it interrupted the pending tool calls for it (break). `prepend_user_messages` come first.
 
-use crate::cursor::protocol::agent::{self, conversation_action, interaction_update};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::cursor::agent::actions;
+use crate::cursor::protocol::agent::{
+    self, context_injection_state, conversation_action, inject_context_action, interaction_update,
+};
 use crate::cursor::protocol::events;
 use crate::model::{Entry, Message, Role};
 use crate::run::RunCommand;
@@ -33,6 +41,56 @@ pub enum Delivery {
     Ignore,
     Command(RunCommand),
     Summarize,
+    /// An injected message for the running turn.
+    Inject {
+        injection_id: String,
+        expected_run_id: String,
+        entry: Entry,
+    },
+    /// An action Keyhaven does not act on during a run (its wire name).
+    Unsupported(&'static str),
+}
+
+/// Injected messages the run took but has not delivered yet: entry id → injection id.
+#[derive(Debug, Default)]
+pub struct Injections(Mutex<HashMap<String, String>>);
+
+impl Injections {
+    pub fn track(&self, entry_id: &str, injection_id: &str) {
+        if let Ok(mut m) = self.0.lock() {
+            m.insert(entry_id.to_owned(), injection_id.to_owned());
+        }
+    }
+
+    /// The injection an appended entry delivers, if any (forgotten afterwards).
+    pub fn delivered(&self, entry_id: &str) -> Option<String> {
+        self.0.lock().ok().and_then(|mut m| m.remove(entry_id))
+    }
+
+    /// The injections never delivered (forgotten afterwards).
+    pub fn take_remaining(&self) -> Vec<String> {
+        self.0.lock().map(|mut m| m.drain().map(|(_, v)| v).collect()).unwrap_or_default()
+    }
+}
+
+/// `context_injection_state{injection_id, state}`.
+pub fn injection_state(injection_id: &str, state: context_injection_state::State) -> agent::AgentServerMessage {
+    events::update(interaction_update::Message::ContextInjectionState(agent::ContextInjectionStateUpdate {
+        injection_id: injection_id.to_owned(),
+        state: Some(agent::ContextInjectionState { state: Some(state) }),
+    }))
+}
+
+/// The transcript entry of an injection (`None` when it carries nothing).
+pub fn injection_entry(a: &agent::InjectContextAction) -> Option<Entry> {
+    let fallback = format!("inject:{}", a.injection_id);
+    match a.payload.as_ref()? {
+        inject_context_action::Payload::UserContext(u) => {
+            u.user_message.as_ref().filter(|m| !m.text.is_empty()).map(|m| user_entry(m, &fallback))
+        }
+        inject_context_action::Payload::SystemContext(s) => (!s.content.trim().is_empty())
+            .then(|| Entry::new(fallback, Message::text(Role::User, actions::system_context_text(s)))),
+    }
 }
 
 /// The transcript id of a Cursor user message (`fallback` when the client gave no id).
@@ -71,7 +129,17 @@ pub fn classify(action: agent::ConversationAction, run_id: &str, seqno: u64) -> 
             }
         }
         Some(conversation_action::Action::SummarizeAction(_)) => Delivery::Summarize,
-        Some(conversation_action::Action::ResumeAction(_)) | None => Delivery::Ignore,
+        Some(conversation_action::Action::InjectContextAction(a)) => match injection_entry(&a) {
+            Some(entry) => Delivery::Inject { injection_id: a.injection_id, expected_run_id: a.expected_run_id, entry },
+            None => Delivery::Unsupported("inject_context_action (without content)"),
+        },
+        Some(conversation_action::Action::StartPlanAction(_)) => Delivery::Unsupported("start_plan_action"),
+        Some(conversation_action::Action::ExecutePlanAction(_)) => Delivery::Unsupported("execute_plan_action"),
+        Some(other) => match actions::unsupported_name(&other) {
+            Some(name) => Delivery::Unsupported(name),
+            None => Delivery::Ignore,
+        },
+        None => Delivery::Unsupported("an action this version of Keyhaven does not know"),
     }
 }
 

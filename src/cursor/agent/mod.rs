@@ -30,9 +30,11 @@
 //!   `[agent] detach_grace` (a re-subscriber gets the replay); then it is canceled like a stop
 //!   (final checkpoint, `turn_ended`, `{}`).
 
+pub mod actions;
 pub mod compact;
 pub mod context;
 pub mod delivery;
+pub mod parts;
 mod prompt;
 
 #[cfg(test)]
@@ -49,13 +51,15 @@ use futures::FutureExt;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::cursor::agent::delivery::Delivery;
+use crate::cursor::agent::actions::Start;
+use crate::cursor::agent::delivery::{Delivery, Injections};
 use crate::cursor::blobs::BlobChannel;
 use crate::cursor::checkpoint::recovery::{self, Plan, Source};
 use crate::cursor::checkpoint::worker::{Both, Publisher, Tracker};
 use crate::cursor::checkpoint::{self, Meta};
 use crate::cursor::conversation::{Conversation, Conversations};
-use crate::cursor::protocol::agent::{self, AgentMode, agent_client_message, conversation_action};
+use crate::cursor::protocol::agent::context_injection_state::State::{Delivered, Queued, QueuedForNextTurn, Rejected};
+use crate::cursor::protocol::agent::{self, AgentMode, agent_client_message};
 use crate::cursor::protocol::connect;
 use crate::cursor::protocol::events::{self, TurnUsage};
 use crate::cursor::tools::catalog::{Catalog, ToolKind, mode_from_wire};
@@ -126,6 +130,13 @@ pub struct AgentDeps<'a> {
     pub fetcher: Option<Arc<dyn crate::search::PageFetcher>>,
 }
 
+/// What starts the turn's user message.
+enum Kick {
+    User(Box<agent::UserMessage>),
+    /// The plan card's Build: the message is written once the conversation's todos are known.
+    Plan(Box<agent::ExecutePlanAction>),
+}
+
 /// Where client messages go while a turn works.
 struct Routes<'a> {
     exec: &'a ExecChannel,
@@ -134,6 +145,10 @@ struct Routes<'a> {
     output: &'a Output,
     conversation: &'a Conversation,
     run_id: &'a str,
+    /// The client's id of this run (3.15 `AgentRunRequest.run_id`), if it sent one.
+    client_run_id: Option<&'a str>,
+    /// Injected messages waiting to be delivered.
+    injections: &'a Injections,
     /// Set once the run exists (a summarize action before it is ignored).
     compactor: Option<&'a Summarizer>,
     run: Option<&'a RunHandle>,
@@ -184,14 +199,20 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         conversation_id,
         custom_system_prompt,
         pre_fetched_blobs,
+        run_id: client_run_id,
         ..
     } = run;
-    let (user, mut ctx) = match action.and_then(|a| a.action) {
-        Some(conversation_action::Action::UserMessageAction(a)) => {
-            (Some(a.user_message.unwrap_or_default()), a.request_context.unwrap_or_default())
+    let action = action.unwrap_or_default();
+    let parts_refs = action.request_context_parts;
+    let (kick, mut ctx, forced_mode, injection) = match actions::start(action.action) {
+        Start::Message { user, ctx, mode, injection } => (Some(Kick::User(user)), *ctx, mode, injection),
+        Start::ExecutePlan(a) => {
+            let ctx = a.request_context.clone().unwrap_or_default();
+            let mode = actions::execution_mode(&a);
+            (Some(Kick::Plan(a)), ctx, Some(mode), None)
         }
-        Some(conversation_action::Action::ResumeAction(r)) => (None, r.request_context.unwrap_or_default()),
-        Some(conversation_action::Action::SummarizeAction(_)) => {
+        Start::Resume(ctx) => (None, *ctx, None, None),
+        Start::Summarize => {
             let mcp = mcp_tools.map(|m| m.mcp_tools).unwrap_or_default();
             let incoming = compact::Incoming {
                 held: checkpoint::held_by_client(conversation_state.as_ref(), &pre_fetched_blobs),
@@ -208,30 +229,18 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
             };
             return compact::summarize_turn(&deps, t, conversation_id.as_deref(), &mcp, model_name, incoming).await;
         }
-        // Other actions: nothing to run.
-        _ => return TurnEnd::Ended(TurnUsage::default()),
-    };
-    let env = ctx.env.clone().unwrap_or_default();
-    let workspace = prompt::workspace_root(&env);
-    let mode = match &user {
-        Some(u) => mode_from_wire(u.mode),
-        None => conversation_state.as_ref().and_then(|s| s.mode).map_or(AgentMode::Agent, mode_from_wire),
-    };
-    let mut mcp = mcp_tools.map(|m| m.mcp_tools).unwrap_or_default();
-    for tool in std::mem::take(&mut ctx.tools) {
-        if !mcp.iter().any(|m| m.name == tool.name) {
-            mcp.push(tool);
+        Start::Nothing => return TurnEnd::Ended(TurnUsage::default()),
+        Start::Unsupported(name) => {
+            tracing::info!(request_id = %t.request_id, action = name, "run request with an action Keyhaven does not support");
+            t.output.publish(events::frame(&events::notice(&actions::unsupported_notice(name, false)), false));
+            return TurnEnd::Ended(TurnUsage::default());
         }
-    }
-    // Tools the user turned off in Cursor's settings are not offered.
-    let mut off = Vec::new();
-    if ctx.web_search_enabled == Some(false) {
-        off.push(crate::cursor::tools::catalog::WEB_SEARCH);
-    }
-    if ctx.web_fetch_enabled == Some(false) {
-        off.push(crate::cursor::tools::catalog::FETCH);
-    }
-    let catalog = Arc::new(Catalog::with_server_fetch(mode, &mcp, deps.fetcher.is_some()).without(&off));
+    };
+    let mode = match (forced_mode, &kick) {
+        (Some(m), _) => m,
+        (None, Some(Kick::User(u))) => mode_from_wire(u.mode),
+        _ => conversation_state.as_ref().and_then(|s| s.mode).map_or(AgentMode::Agent, mode_from_wire),
+    };
     let run_id = t.request_id.clone();
     let conversation = match conversation_id.filter(|c| !c.is_empty()) {
         Some(id) => deps.conversations.get(&id).await,
@@ -239,7 +248,7 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     };
     // A resume takes over the unfinished step of a run that may still be waiting (its stream
     // dropped): that run ends without a "no answer" note, so the step stays open for this one.
-    conversation.supersede(if user.is_some() { "new_message_submitted" } else { crate::run::CONTINUED_ELSEWHERE });
+    conversation.supersede(if kick.is_some() { "new_message_submitted" } else { crate::run::CONTINUED_ELSEWHERE });
     let mut transcript = tokio::select! {
         biased;
         () = t.cancel.cancelled() => return TurnEnd::Shutdown,
@@ -249,6 +258,7 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     let blobs = BlobChannel::new(t.output.clone());
     let queries = QueryChannel::new(t.output.clone(), deps.options.question_timeout);
     let early_cancel = AtomicBool::new(false);
+    let injections = Arc::new(Injections::default());
     let pre_routes = Routes {
         exec: &exec,
         blobs: &blobs,
@@ -256,6 +266,8 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         output: &t.output,
         conversation: &conversation,
         run_id: &run_id,
+        client_run_id: client_run_id.as_deref().filter(|r| !r.is_empty()),
+        injections: &injections,
         compactor: None,
         run: None,
         early_cancel: &early_cancel,
@@ -285,6 +297,32 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     if early_cancel.load(Ordering::Relaxed) {
         return TurnEnd::Ended(TurnUsage::default());
     }
+    // 3.15: rules, skills, subagents and MCP definitions in client blobs.
+    if let Some(refs) = parts_refs {
+        let Some(notices) = pump(t, &pre_routes, parts::resolve(refs, &mut ctx, &source)).await else {
+            return TurnEnd::Shutdown;
+        };
+        for notice in &notices {
+            t.output.publish(events::frame(&events::notice(notice), false));
+        }
+    }
+    let env = ctx.env.clone().unwrap_or_default();
+    let workspace = prompt::workspace_root(&env);
+    let mut mcp = mcp_tools.map(|m| m.mcp_tools).unwrap_or_default();
+    for tool in std::mem::take(&mut ctx.tools) {
+        if !mcp.iter().any(|m| m.name == tool.name) {
+            mcp.push(tool);
+        }
+    }
+    // Tools the user turned off in Cursor's settings are not offered.
+    let mut off = Vec::new();
+    if ctx.web_search_enabled == Some(false) {
+        off.push(crate::cursor::tools::catalog::WEB_SEARCH);
+    }
+    if ctx.web_fetch_enabled == Some(false) {
+        off.push(crate::cursor::tools::catalog::FETCH);
+    }
+    let catalog = Arc::new(Catalog::with_server_fetch(mode, &mcp, deps.fetcher.is_some()).without(&off));
     let mut initial = Vec::new();
     if transcript.is_empty() && restored.first().is_none_or(|e| e.message.role != Role::System) {
         let system = prompt::system(custom_system_prompt.as_deref(), &env, workspace.as_deref(), &ctx);
@@ -297,9 +335,14 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     }
     initial.extend(conversation.take_pending());
     let vision = deps.gateway.catalog().resolve(&model_name).is_none_or(|r| r.model.capabilities.vision);
+    let user = kick.map(|k| match k {
+        Kick::User(u) => *u,
+        Kick::Plan(a) => actions::plan_message(&a, &conversation.todos()),
+    });
     match user {
         Some(user) => {
-            let mut user_id = delivery::user_entry_id(&user.message_id, &format!("{run_id}:user"));
+            let fallback = injection.as_ref().map_or_else(|| format!("{run_id}:user"), |i| format!("inject:{i}"));
+            let mut user_id = delivery::user_entry_id(&user.message_id, &fallback);
             if transcript.contains(&user_id) && transcript.entries().last().is_none_or(|e| e.id != user_id) {
                 user_id = format!("{user_id}@{run_id}");
             }
@@ -312,10 +355,22 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
             for notice in &attached.notices {
                 t.output.publish(events::frame(&events::notice(notice), false));
             }
+            // The Calls page lists them with each call of this run (its `request_id`).
+            if let Some(store) = deps.conversations.store().filter(|_| !attached.blocks.is_empty()) {
+                drop(store.conversation(crate::store::ConversationOp::RunContext {
+                    run_id: run_id.clone(),
+                    conversation_id: conversation.id.clone(),
+                    blocks: attached.blocks.clone(),
+                    created_ms: crate::clock::now_ms(),
+                }));
+            }
             let message = match attached.parts.as_slice() {
                 [Part::Text { text, .. }] => Message::text(Role::User, text.clone()),
                 _ => Message { role: Role::User, content: attached.parts },
             };
+            if let Some(injection) = &injection {
+                injections.track(&user_id, injection);
+            }
             initial.push(Entry::new(user_id, message));
         }
         None => {
@@ -353,8 +408,9 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
             channel: blobs.clone(),
             timeout: deps.options.blob_ack_timeout,
         }),
+        terminals_folder: Some(env.terminals_folder.clone()).filter(|f| !f.is_empty()),
     };
-    let frames = Frames::new(t.output.clone(), catalog.clone(), &run_id);
+    let frames = Frames::new(t.output.clone(), catalog.clone(), &run_id, injections.clone());
     let model = GatewayModel {
         gateway: deps.gateway.clone(),
         dialect: "cursor",
@@ -426,6 +482,14 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         let _ = pump(t, &routes, &mut worker).await;
     }
     conversation.set_current(None);
+    // Injections the run took but never delivered wait for the next turn (with the run's pending
+    // messages).
+    for injection in injections.take_remaining() {
+        t.output.publish(events::frame(
+            &delivery::injection_state(&injection, QueuedForNextTurn(agent::ContextInjectionQueuedForNextTurn {})),
+            false,
+        ));
+    }
     let outcome = match outcome {
         Ok(o) => {
             conversation.add_pending(o.pending.clone());
@@ -479,6 +543,15 @@ fn route(seqno: u64, data: &Bytes, routes: &Routes<'_>) {
         Some(agent_client_message::Message::ConversationAction(action)) => {
             match delivery::classify(action, routes.run_id, seqno) {
                 Delivery::Ignore => {}
+                Delivery::Unsupported(name) => {
+                    tracing::info!(seqno, action = name, "conversation action Keyhaven does not support ignored");
+                    routes
+                        .output
+                        .publish(events::frame(&events::notice(&actions::unsupported_notice(name, true)), false));
+                }
+                Delivery::Inject { injection_id, expected_run_id, entry } => {
+                    inject(routes, seqno, &injection_id, &expected_run_id, entry)
+                }
                 Delivery::Summarize => {
                     if let Some(c) = routes.compactor {
                         c.requested.store(true, Ordering::SeqCst);
@@ -513,6 +586,45 @@ fn route(seqno: u64, data: &Bytes, routes: &Routes<'_>) {
     }
 }
 
+/// Delivers an injected message (`inject_context_action`) to the running turn and acknowledges
+/// it with `context_injection_state` (see [`delivery`]).
+fn inject(routes: &Routes<'_>, seqno: u64, injection_id: &str, expected_run_id: &str, entry: Entry) {
+    let state = |s| {
+        routes.output.publish(events::frame(&delivery::injection_state(injection_id, s), false));
+    };
+    if let Some(ours) = routes.client_run_id.filter(|r| !expected_run_id.is_empty() && r != &expected_run_id) {
+        tracing::info!(seqno, expected_run_id, ours, "injection for another run rejected");
+        state(Rejected(agent::ContextInjectionRejected {
+            reason: "the run this message was meant for is no longer running".to_owned(),
+        }));
+        return;
+    }
+    let entry_id = entry.id.clone();
+    if routes.run.is_none() {
+        // The run is not started yet (its checkpoint or attachments are read): the message waits
+        // for the next turn.
+        routes.conversation.add_pending(vec![entry]);
+        state(QueuedForNextTurn(agent::ContextInjectionQueuedForNextTurn {}));
+        return;
+    }
+    match routes.conversation.deliver(Some(routes.run_id), RunCommand::InsertMessages(vec![entry])) {
+        CommandResult::Applied if routes.conversation.has_pending(&entry_id) => {
+            state(QueuedForNextTurn(agent::ContextInjectionQueuedForNextTurn {}));
+        }
+        CommandResult::Applied => {
+            routes.injections.track(&entry_id, injection_id);
+            state(Queued(agent::ContextInjectionQueued {}));
+        }
+        CommandResult::Duplicate => tracing::debug!(seqno, injection_id, "injection delivered already"),
+        result => {
+            tracing::info!(seqno, ?result, "injection for a run that is gone rejected");
+            state(Rejected(agent::ContextInjectionRejected {
+                reason: "the run this message was meant for is no longer running".to_owned(),
+            }));
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct FrameState {
     thinking_since: Option<Instant>,
@@ -533,11 +645,13 @@ struct Frames {
     catalog: Arc<Catalog>,
     run_id: String,
     state: Mutex<FrameState>,
+    /// Injected messages to acknowledge as delivered when they enter the transcript.
+    injections: Arc<Injections>,
 }
 
 impl Frames {
-    fn new(output: Arc<Output>, catalog: Arc<Catalog>, run_id: &str) -> Frames {
-        Frames { output, catalog, run_id: run_id.to_owned(), state: Mutex::default() }
+    fn new(output: Arc<Output>, catalog: Arc<Catalog>, run_id: &str, injections: Arc<Injections>) -> Frames {
+        Frames { output, catalog, run_id: run_id.to_owned(), state: Mutex::default(), injections }
     }
 
     fn emit(&self, m: &agent::AgentServerMessage) {
@@ -633,7 +747,19 @@ impl RunObserver for Frames {
                 }
                 self.emit(&compact::summary_completed());
             }
-            RunEvent::Usage(_) | RunEvent::MessageAppended { .. } | RunEvent::ToolRoundStarted { .. } => {}
+            RunEvent::MessageAppended { entry, .. } => {
+                if let Some(injection) = self.injections.delivered(&entry.id) {
+                    self.emit(&delivery::injection_state(
+                        &injection,
+                        Delivered(agent::ContextInjectionDelivered {
+                            step: i32::try_from(s.step).unwrap_or(i32::MAX),
+                            delivery_batch_id: entry.id.clone(),
+                            delivered_at_ms: crate::clock::now_ms(),
+                        }),
+                    ));
+                }
+            }
+            RunEvent::Usage(_) | RunEvent::ToolRoundStarted { .. } => {}
         }
     }
 }

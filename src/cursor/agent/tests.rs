@@ -110,3 +110,58 @@ async fn pending_messages_and_acknowledged_blobs_come_back_from_the_store() {
     assert_eq!(ids(Conversations::new(Some(store.clone())).get("c1").await.take_pending()), vec!["a", "b", "c"]);
     assert!(again.take_pending().is_empty());
 }
+
+fn action(a: conversation_action::Action) -> agent::ConversationAction {
+    agent::ConversationAction { action: Some(a), ..Default::default() }
+}
+
+#[test]
+fn injections_insert_and_actions_without_support_are_named() {
+    use crate::cursor::protocol::agent::inject_context_action::Payload;
+    let inject = |payload| {
+        action(conversation_action::Action::InjectContextAction(agent::InjectContextAction {
+            injection_id: "i1".into(),
+            expected_run_id: "run-1".into(),
+            payload,
+        }))
+    };
+    let system =
+        Payload::SystemContext(agent::SystemContextInjection { producer: "hook".into(), content: "CI red".into() });
+    let Delivery::Inject { injection_id, expected_run_id, entry } = classify(inject(Some(system)), "r", 3) else {
+        panic!("inject")
+    };
+    assert_eq!((injection_id.as_str(), expected_run_id.as_str(), entry.id.as_str()), ("i1", "run-1", "inject:i1"));
+    assert_eq!(
+        entry.message.joined_text(""),
+        "<attached source=\"system_context\" producer=\"hook\">\nCI red\n</attached>"
+    );
+    let empty = Payload::UserContext(agent::UserContextInjection::default());
+    assert_eq!(classify(inject(Some(empty)), "r", 4), Delivery::Unsupported("inject_context_action (without content)"));
+    let plan = action(conversation_action::Action::StartPlanAction(agent::StartPlanAction::default()));
+    assert_eq!(classify(plan, "r", 5), Delivery::Unsupported("start_plan_action"));
+    let bg = action(conversation_action::Action::BackgroundShellAction(agent::UnreadAction {}));
+    assert_eq!(classify(bg, "r", 6), Delivery::Unsupported("background_shell_action"));
+    assert_eq!(
+        classify(agent::ConversationAction::default(), "r", 7),
+        Delivery::Unsupported("an action this version of Keyhaven does not know")
+    );
+}
+
+#[test]
+fn a_build_asks_to_carry_out_the_plan_in_its_execution_mode() {
+    use crate::cursor::agent::actions::{execution_mode, plan_message};
+    let a = agent::ExecutePlanAction {
+        plan_file_content: Some("# P\n".into()),
+        plan: Some(agent::ConversationPlan { plan: "older text".into() }),
+        plan_file_path: Some("/p/plan.md".into()),
+        execution_mode: 0,
+        ..Default::default()
+    };
+    let m = plan_message(&a, &[]);
+    assert!(m.text.contains("<attached source=\"plan\" path=\"/p/plan.md\">\n# P\n</attached>"), "{}", m.text);
+    assert!(!m.text.contains("older text") && !m.text.contains("todos"), "the file's content wins; no empty todo list");
+    assert_eq!(execution_mode(&a), agent::AgentMode::Agent, "unset means agent");
+    let unknown = agent::ExecutePlanAction { execution_mode: 42, ..Default::default() };
+    assert_eq!(execution_mode(&unknown), agent::AgentMode::Ask, "an unknown mode fails closed");
+    assert!(plan_message(&unknown, &[]).text.contains("did not send the plan's text"));
+}

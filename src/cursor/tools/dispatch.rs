@@ -65,6 +65,8 @@ pub struct CursorTools {
     pub mode: Arc<ModeCell>,
     /// Reads blobs exec results name (a large read delivered as `output_blob_id`).
     pub blobs: Option<BlobReader>,
+    /// Where the editor writes terminal output (`RequestContextEnv.terminals_folder`), if known.
+    pub terminals_folder: Option<String>,
 }
 
 /// One call being executed.
@@ -534,7 +536,7 @@ impl CursorTools {
                 error,
             })
         };
-        let mut backgrounded = false;
+        let mut backgrounded: Option<agent::ShellStreamBackgrounded> = None;
         let result = loop {
             match exec.next().await {
                 Ok(ExecEvent::Message(exec_client_message::Message::ShellStream(s))) => match s.event {
@@ -580,9 +582,9 @@ impl CursorTools {
                     }
                     // The command keeps running in the background: a running command, not a
                     // failure; the exec is done from here (no abort).
-                    Some(shell_stream::Event::Backgrounded(_)) => {
+                    Some(shell_stream::Event::Backgrounded(b)) => {
                         exec.finish();
-                        backgrounded = true;
+                        backgrounded = Some(b);
                         break shell_result::Result::Success(agent::ShellSuccess {
                             command: a.command.clone(),
                             working_directory: working_directory.clone(),
@@ -618,9 +620,21 @@ impl CursorTools {
         };
         // An unfinished exec (timeout) is aborted on the client here.
         drop(exec);
-        let out = if backgrounded { background_text(&stdout, &stderr) } else { shell_text(&result, &stdout, &stderr) };
-        let is_background = backgrounded.then_some(true);
-        self.completed(c, card(Some(agent::ShellResult { result: Some(result), is_background })));
+        let folder = self.terminals_folder.clone().filter(|f| !f.is_empty());
+        let out = match &backgrounded {
+            Some(b) => background_text(&stdout, &stderr, b, folder.as_deref()),
+            None => shell_text(&result, &stdout, &stderr),
+        };
+        let shell = match &backgrounded {
+            Some(b) => agent::ShellResult {
+                result: Some(result),
+                is_background: Some(true),
+                terminals_folder: folder,
+                pid: b.pid,
+            },
+            None => agent::ShellResult { result: Some(result), is_background: None, terminals_folder: None, pid: None },
+        };
+        self.completed(c, card(Some(shell)));
         out
     }
 
@@ -839,10 +853,31 @@ fn push_capped(buf: &mut String, data: &str) {
 }
 
 /// What the model learns about a command the editor moved to the background.
-fn background_text(stdout: &str, stderr: &str) -> ToolOutput {
+/// What the model learns of a command the editor moved to the background: it still runs, in
+/// which terminal, and where its later output can be read (the editor writes each terminal's
+/// output to a file in its terminals folder).
+fn background_text(
+    stdout: &str,
+    stderr: &str,
+    b: &agent::ShellStreamBackgrounded,
+    terminals_folder: Option<&str>,
+) -> ToolOutput {
     let mut s = String::from(
         "The command is still running in the background (the editor moved it there); it has not failed.\n",
     );
+    if b.shell_id != 0 || b.pid.is_some() {
+        s.push_str(&format!("It runs in terminal {}", b.shell_id));
+        if let Some(pid) = b.pid {
+            s.push_str(&format!(" (process {pid})"));
+        }
+        s.push_str(".\n");
+    }
+    if let Some(folder) = terminals_folder {
+        s.push_str(&format!(
+            "Its later output goes to the terminal's file in {folder}: list that folder with list_dir and read the \
+             file with read_file to see how it is doing.\n"
+        ));
+    }
     if !stdout.is_empty() {
         s.push_str(&format!("stdout so far:\n{stdout}\n"));
     }
@@ -995,6 +1030,28 @@ fn mcp_outcome(name: &str, r: agent::McpResult) -> (agent::McpToolResult, ToolOu
         Some(mcp_result::Result::ToolNotFound(t)) => {
             mcp_error(name, &format!("the editor does not know it (available: {})", t.available_tools.join(", ")))
         }
+        // The card has no such case (docs/cursor-wire.md §4.7): an error card naming the servers.
+        Some(mcp_result::Result::ServerNotFound(n)) => {
+            let available =
+                if n.available_servers.is_empty() { "none".to_owned() } else { n.available_servers.join(", ") };
+            mcp_error(
+                name,
+                &format!("the MCP server {} is not connected in the editor (connected servers: {available})", n.name),
+            )
+        }
+        // An approval-only answer: the user approved, the editor ran nothing.
+        Some(mcp_result::Result::Approved(_)) => (
+            agent::McpToolResult {
+                result: Some(mcp_tool_result::Result::Success(agent::McpSuccess {
+                    content: Vec::new(),
+                    is_error: false,
+                })),
+            },
+            ToolOutput::error(format!(
+                "The user approved the MCP tool {name}, but the editor returned no result; call it again if the \
+                 result is needed."
+            )),
+        ),
         None => mcp_error(name, "empty result"),
     }
 }

@@ -47,6 +47,7 @@ fn tools(search: Option<Arc<dyn SearchProvider>>) -> (CursorTools, Arc<QueryChan
         fetcher: None,
         mode: Arc::new(crate::cursor::tools::interact::ModeCell::new(AgentMode::Agent)),
         blobs: None,
+        terminals_folder: None,
     };
     (t, queries)
 }

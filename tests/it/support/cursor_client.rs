@@ -610,6 +610,15 @@ impl CursorSim {
         self.read_run(&dropped.request_id, resp, dropped.seq, policy)
     }
 
+    /// Opens RunSSE and appends `message` (a hand-encoded `AgentClientMessage`, see
+    /// `cursor_raw`) as seqno 0.
+    pub async fn start_raw_run(&self, request_id: &str, message: &[u8], policy: Policy) -> Run {
+        let resp = self.open_run_sse(request_id).await;
+        let seq = Arc::new(AtomicU64::new(1));
+        self.conn.append(request_id, 0, message).await;
+        self.read_run(request_id, resp, seq, policy)
+    }
+
     /// A whole turn with every exec executed.
     pub async fn turn(&self, turn: &Turn) -> Seen {
         self.start_run(turn, run_everything()).await.finish().await
@@ -621,6 +630,12 @@ impl Run {
         let seqno = self.seq.fetch_add(1, Ordering::SeqCst);
         let bytes = agent::AgentClientMessage { message: Some(msg) }.encode_to_vec();
         self.conn.append(&self.request_id, seqno, &bytes).await;
+    }
+
+    /// Appends a hand-encoded `AgentClientMessage` (see `cursor_raw`) at the next seqno.
+    pub async fn send_raw(&self, message: &[u8]) {
+        let seqno = self.seq.fetch_add(1, Ordering::SeqCst);
+        self.conn.append(&self.request_id, seqno, message).await;
     }
 
     /// The stop button.
@@ -701,12 +716,16 @@ pub struct Dropped {
     seq: Arc<AtomicU64>,
 }
 
+/// The terminals folder the simulated editor reports (`RequestContextEnv.terminals_folder`).
+pub const TERMINALS: &str = "/home/u/.cursor/projects/p/terminals";
+
 pub fn run_request(turn: &Turn, workspace: &str) -> agent::AgentClientMessage {
     let request_context = agent::RequestContext {
         env: Some(agent::RequestContextEnv {
             os_version: "linux".into(),
             workspace_paths: vec![workspace.to_owned()],
             shell: "sh".into(),
+            terminals_folder: TERMINALS.into(),
             ..Default::default()
         }),
         ..turn.context.clone()

@@ -1,5 +1,5 @@
 //! A second, independent description of the wire types the backend emits to Cursor, written by
-//! hand from docs/cursor-wire.md (§4.6 InteractionUpdate, §4.7 ToolCall and its cards, §4.8 the
+//! hand from docs/cursor-wire.md (§4.6 InteractionUpdate and §6.3 `context_injection_state`, §4.7 ToolCall and its cards, §4.8 the
 //! exec shapes the cards reuse, §4.9 KV, §4.10 the interaction cards, §4.11 the checkpoint and
 //! its blobs, §6.5 and §6.6) — **not** from the project's generated prost code — and a generic
 //! protobuf walker that checks raw bytes against it.
@@ -25,7 +25,7 @@ KvServerMessage: 1 u32; 2 BlobIdOnly; 3 SetBlobArgs
 BlobIdOnly: 1 bytes
 SetBlobArgs: 1 bytes; 2 bytes
 
-InteractionUpdate: 1 TextDeltaUpdate; 2 ToolCallUpdate; 3 ToolCallUpdate; 4 ThinkingDeltaUpdate; 5 ThinkingCompletedUpdate; 6 UserMessageAppendedUpdate; 7 PartialToolCallUpdate; 8 TokenDeltaUpdate; 9 OneString; 10 Empty; 11 OneString; 12 ShellOutputDeltaUpdate; 13 Empty; 14 TurnEndedUpdate; 15 ToolCallDeltaUpdate; 16 StepStartedUpdate; 17 StepCompletedUpdate
+InteractionUpdate: 1 TextDeltaUpdate; 2 ToolCallUpdate; 3 ToolCallUpdate; 4 ThinkingDeltaUpdate; 5 ThinkingCompletedUpdate; 6 UserMessageAppendedUpdate; 7 PartialToolCallUpdate; 8 TokenDeltaUpdate; 9 OneString; 10 Empty; 11 OneString; 12 ShellOutputDeltaUpdate; 13 Empty; 14 TurnEndedUpdate; 15 ToolCallDeltaUpdate; 16 StepStartedUpdate; 17 StepCompletedUpdate; 23 ContextInjectionStateUpdate
 TextDeltaUpdate: 1 str; 2 bool
 ToolCallUpdate: 1 str; 2 ToolCall; 3 str
 ThinkingDeltaUpdate: 1 str; 2 enum
@@ -43,6 +43,9 @@ ToolCallDelta: 1 ShellToolCallDelta; 2 any; 3 OneString; 4 any
 ShellToolCallDelta: 1 OneString; 2 OneString
 StepStartedUpdate: 1 u64
 StepCompletedUpdate: 1 u64; 2 i64
+ContextInjectionStateUpdate: 1 str; 2 ContextInjectionState
+ContextInjectionState: 1 Empty; 2 ContextInjectionDelivered; 3 Empty; 4 Empty; 5 OneString
+ContextInjectionDelivered: 1 i32; 2 str; 3 i64
 
 UserMessage: 1 str; 2 str; 3 any; 4 enum; 5 bool; 8 str; 18 bytes; 19 bytes
 

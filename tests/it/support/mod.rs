@@ -2,6 +2,7 @@
 //! helpers to read what a client received (`wire`, written from the vendors' formats).
 
 pub mod cursor_client;
+pub mod cursor_raw;
 pub mod cursor_schema;
 pub mod fixtures;
 pub mod lingma;

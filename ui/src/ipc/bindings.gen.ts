@@ -232,7 +232,42 @@ export type UsageReport = {
 /**
  * First and last day of the window (`YYYY-MM-DD`, UTC).
  */
-since: string, until: string, groupBy: UsageGroupBy, totals: UsageStats, rows: Array<UsageGroupRow>, };
+since: string, until: string, groupBy: UsageGroupBy, totals: UsageStats, rows: Array<UsageGroupRow>, 
+/**
+ * Calls and cost by cost source (reported, computed, estimated; always all three), over
+ * the calls retention kept.
+ */
+costSources: Array<CostSourceShare>, };
+
+export type CostSource = "reported" | "computed" | "estimated";
+
+export type PriceSource = "table" | "config" | "none";
+
+export type ModelPriceAmounts = { input: string, output: string, cacheRead: string, cacheWrite: string, };
+
+export type ModelPrice = { name: string, provider: string, upstream: string, source: PriceSource, perMtok: ModelPriceAmounts | null, note: string | null, };
+
+export type PriceReport = { 
+/**
+ * The price table's version (recorded on every priced call row).
+ */
+version: string, currency: string, models: Array<ModelPrice>, };
+
+export type CostSourceShare = { source: CostSource, calls: number, costMicros: number, };
+
+export type ExportQuery = { 
+/**
+ * `csv` (the default) or `json`.
+ */
+format: string | null, 
+/**
+ * A UTC day (`2026-11-30`) or an RFC 3339 time; calls from the first one ever when absent.
+ */
+since: string | null, 
+/**
+ * A UTC day (through its end) or an RFC 3339 time (exclusive); now when absent.
+ */
+until: string | null, };
 
 export type UsageSeriesQuery = { 
 /**
@@ -300,7 +335,11 @@ sessionId: string | null,
 /**
  * The cheaper model or group a budget sent the call to (`model` is what the client asked for).
  */
-budgetDowngrade: string | null, };
+budgetDowngrade: string | null, 
+/**
+ * Where the usage and cost came from (`null`: in flight, or nothing to count).
+ */
+costSource: CostSource | null, };
 
 export type CallPage = { calls: Array<CallSummary>, offset: number, limit: number, 
 /**
@@ -343,7 +382,22 @@ responseBody: string | null, priceVersion: string | null,
  * What Keyhaven changed about the call that the user should know (e.g. a server tool the
  * upstream cannot run, left out of the request); empty when nothing.
  */
-notes: Array<string>, };
+notes: Array<string>, 
+/**
+ * For a Cursor agent call: the context blocks of its run's user message (what the user
+ * attached), in prompt order; empty otherwise.
+ */
+contextBlocks: Array<ContextBlock>, };
+
+export type ContextBlock = { 
+/**
+ * `file`, `selection`, `terminal`, `rule`, `image`, …
+ */
+kind: string, 
+/**
+ * The path, URL or name it came from (may be empty).
+ */
+source: string, bytes: number, };
 
 export type Deleted = { deleted: number, };
 

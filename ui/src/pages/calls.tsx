@@ -1,5 +1,5 @@
 import { useState } from "preact/hooks";
-import { api, type CallQuery, type CallStatus, type CallSummary } from "../ipc";
+import { api, type CallQuery, type CallStatus, type CallSummary, type ContextBlock } from "../ipc";
 import { COST_SOURCE_LABEL, STATUS_LABEL, exportFileName, formatCost, formatMs, formatTime, formatTokens, prettyBody, sinceDay } from "../format";
 import { DownloadButton, Empty, ErrorNotice, View, useAction, useLoad } from "../ui";
 
@@ -281,6 +281,47 @@ function Summary({ c, priceVersion }: { c: CallSummary; priceVersion: string | n
   );
 }
 
+/** A byte count for people: `812 B`, `4.2 KB`, `1.3 MB`. */
+export function formatBytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
+  return `${(n / (1024 * 1024)).toFixed(1)} MB`;
+}
+
+/** The line above the context table: how many blocks and their total size. */
+export function contextTotal(blocks: ContextBlock[]): string {
+  const total = blocks.reduce((sum, b) => sum + b.bytes, 0);
+  return `${blocks.length} ${blocks.length === 1 ? "block" : "blocks"}, ${formatBytes(total)} in all`;
+}
+
+/** What the user attached to a Cursor message, as it went into the prompt. */
+function ContextBlocks({ blocks }: { blocks: ContextBlock[] }) {
+  return (
+    <>
+      <h2>Context in the prompt</h2>
+      <p class="muted">{contextTotal(blocks)} (attached in Cursor to this run's message).</p>
+      <table>
+        <thead>
+          <tr>
+            <th scope="col">Kind</th>
+            <th scope="col">From</th>
+            <th scope="col" class="num">Size</th>
+          </tr>
+        </thead>
+        <tbody>
+          {blocks.map((b, i) => (
+            <tr key={i}>
+              <td>{b.kind}</td>
+              <td>{b.source ? <code>{b.source}</code> : "—"}</td>
+              <td class="num">{formatBytes(b.bytes)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </>
+  );
+}
+
 function CallDetailView({ id }: { id: string }) {
   const res = useLoad(() => api().call(id), [id]);
   const act = useAction();
@@ -303,6 +344,7 @@ function CallDetailView({ id }: { id: string }) {
                 </ul>
               </section>
             )}
+            {d.contextBlocks.length > 0 && <ContextBlocks blocks={d.contextBlocks} />}
             <h2>Request body</h2>
             {d.requestBody === null ? <p class="muted">No body recorded (bodies are kept only while “capture bodies” is on in Settings).</p> : <pre class="body" tabIndex={0}>{prettyBody(d.requestBody)}</pre>}
             <h2>Response body</h2>

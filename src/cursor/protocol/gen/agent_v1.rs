@@ -703,6 +703,11 @@ pub struct ShellResult {
     /// Set when the command moved to the background and keeps running (3.x extractions).
     #[prost(bool, optional, tag = "102")]
     pub is_background: ::core::option::Option<bool>,
+    /// Where the editor writes terminal output (a backgrounded command's output keeps going there).
+    #[prost(string, optional, tag = "103")]
+    pub terminals_folder: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(uint32, optional, tag = "104")]
+    pub pid: ::core::option::Option<u32>,
     #[prost(oneof = "shell_result::Result", tags = "1, 2, 3, 4, 5, 7")]
     pub result: ::core::option::Option<shell_result::Result>,
 }
@@ -818,9 +823,23 @@ pub mod shell_stream {
         Backgrounded(super::ShellStreamBackgrounded),
     }
 }
-/// Its fields are not in the reference; any content is skipped.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
-pub struct ShellStreamBackgrounded {}
+/// The command moved to the background (docs/cursor-wire.md §4.8): which shell it runs in.
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ShellStreamBackgrounded {
+    #[prost(uint32, tag = "1")]
+    pub shell_id: u32,
+    #[prost(string, tag = "2")]
+    pub command: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub working_directory: ::prost::alloc::string::String,
+    #[prost(uint32, optional, tag = "4")]
+    pub pid: ::core::option::Option<u32>,
+    #[prost(int32, optional, tag = "5")]
+    pub ms_to_wait: ::core::option::Option<i32>,
+    /// ShellBackgroundReason: UNSPECIFIED 0, TIMEOUT 1, USER_REQUEST 2.
+    #[prost(int32, optional, tag = "6")]
+    pub reason: ::core::option::Option<i32>,
+}
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct ShellStreamStdout {
     #[prost(string, tag = "1")]
@@ -1239,7 +1258,7 @@ pub struct McpArgs {
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct McpResult {
-    #[prost(oneof = "mcp_result::Result", tags = "1, 2, 3, 4, 5")]
+    #[prost(oneof = "mcp_result::Result", tags = "1, 2, 3, 4, 5, 6, 7")]
     pub result: ::core::option::Option<mcp_result::Result>,
 }
 /// Nested message and enum types in `McpResult`.
@@ -1256,8 +1275,23 @@ pub mod mcp_result {
         PermissionDenied(super::McpPermissionDenied),
         #[prost(message, tag = "5")]
         ToolNotFound(super::McpToolNotFound),
+        #[prost(message, tag = "6")]
+        ServerNotFound(super::McpServerNotFound),
+        #[prost(message, tag = "7")]
+        Approved(super::McpApproved),
     }
 }
+/// The MCP server the call named is not connected (docs/cursor-wire.md §4.8).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct McpServerNotFound {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, repeated, tag = "2")]
+    pub available_servers: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+}
+/// The user approved the call but the client ran nothing (an approval-only answer).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct McpApproved {}
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct McpSuccess {
     #[prost(message, repeated, tag = "1")]
@@ -1661,6 +1695,9 @@ pub struct AgentRunRequest {
     pub dev_raw_model_slug: ::core::option::Option<::prost::alloc::string::String>,
     #[prost(bool, optional, tag = "19")]
     pub client_supports_inline_images: ::core::option::Option<bool>,
+    /// 3.15 builds: the client's id of this run (`InjectContextAction.expected_run_id` names it).
+    #[prost(string, optional, tag = "25")]
+    pub run_id: ::core::option::Option<::prost::alloc::string::String>,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct PreFetchedBlob {
@@ -1760,7 +1797,10 @@ pub mod requested_model {
 pub struct ConversationAction {
     #[prost(string, optional, tag = "11")]
     pub triggering_auth_id: ::core::option::Option<::prost::alloc::string::String>,
-    #[prost(oneof = "conversation_action::Action", tags = "1, 2, 3, 4")]
+    /// 3.15 builds: rules, skills, subagents and MCP definitions moved into client blobs.
+    #[prost(message, optional, tag = "17")]
+    pub request_context_parts: ::core::option::Option<RequestContextPartReferences>,
+    #[prost(oneof = "conversation_action::Action", tags = "1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 13, 14, 16, 18, 19")]
     pub action: ::core::option::Option<conversation_action::Action>,
 }
 /// Nested message and enum types in `ConversationAction`.
@@ -1775,7 +1815,168 @@ pub mod conversation_action {
         CancelAction(super::CancelAction),
         #[prost(message, tag = "4")]
         SummarizeAction(super::SummarizeAction),
+        /// The cases Keyhaven does not act on are declared (content not read) so that they decode to
+        /// a known case and end with a notice naming them (docs/cursor-wire.md §6.3).
+        #[prost(message, tag = "5")]
+        ShellCommandAction(super::UnreadAction),
+        #[prost(message, tag = "6")]
+        StartPlanAction(super::StartPlanAction),
+        #[prost(message, tag = "7")]
+        ExecutePlanAction(super::ExecutePlanAction),
+        #[prost(message, tag = "8")]
+        AsyncAskQuestionCompletionAction(super::UnreadAction),
+        #[prost(message, tag = "10")]
+        CancelSubagentAction(super::UnreadAction),
+        #[prost(message, tag = "12")]
+        BackgroundTaskCompletionAction(super::UnreadAction),
+        #[prost(message, tag = "13")]
+        BackgroundShellAction(super::UnreadAction),
+        #[prost(message, tag = "14")]
+        BackgroundSubagentAction(super::UnreadAction),
+        #[prost(message, tag = "16")]
+        SubscriptionNotificationAction(super::UnreadAction),
+        #[prost(message, tag = "18")]
+        GoalContinuationAction(super::UnreadAction),
+        #[prost(message, tag = "19")]
+        InjectContextAction(super::InjectContextAction),
     }
+}
+/// An action whose content Keyhaven does not read.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct UnreadAction {}
+/// A run in plan mode (the model writes a plan with create_plan).
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct StartPlanAction {
+    #[prost(message, optional, tag = "1")]
+    pub user_message: ::core::option::Option<UserMessage>,
+    #[prost(message, optional, tag = "2")]
+    pub request_context: ::core::option::Option<RequestContext>,
+    #[prost(bool, tag = "3")]
+    pub is_spec: bool,
+}
+/// The plan card's Build button: a run that carries out the plan.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ExecutePlanAction {
+    #[prost(message, optional, tag = "1")]
+    pub request_context: ::core::option::Option<RequestContext>,
+    #[prost(message, optional, tag = "2")]
+    pub plan: ::core::option::Option<ConversationPlan>,
+    #[prost(string, optional, tag = "3")]
+    pub plan_file_uri: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "4")]
+    pub plan_file_content: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(enumeration = "AgentMode", tag = "5")]
+    pub execution_mode: i32,
+    #[prost(string, optional, tag = "6")]
+    pub kickoff_message_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "7")]
+    pub plan_id: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(string, optional, tag = "8")]
+    pub plan_file_path: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ConversationPlan {
+    #[prost(string, tag = "1")]
+    pub plan: ::prost::alloc::string::String,
+}
+/// 3.13+: a message typed while the agent runs, for the running turn.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct InjectContextAction {
+    #[prost(string, tag = "1")]
+    pub injection_id: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub expected_run_id: ::prost::alloc::string::String,
+    #[prost(oneof = "inject_context_action::Payload", tags = "3, 4")]
+    pub payload: ::core::option::Option<inject_context_action::Payload>,
+}
+/// Nested message and enum types in `InjectContextAction`.
+pub mod inject_context_action {
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
+    pub enum Payload {
+        #[prost(message, tag = "3")]
+        UserContext(super::UserContextInjection),
+        #[prost(message, tag = "4")]
+        SystemContext(super::SystemContextInjection),
+    }
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct UserContextInjection {
+    #[prost(message, optional, tag = "1")]
+    pub user_message: ::core::option::Option<UserMessage>,
+    #[prost(message, optional, tag = "2")]
+    pub request_context: ::core::option::Option<RequestContext>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SystemContextInjection {
+    #[prost(string, tag = "1")]
+    pub producer: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub content: ::prost::alloc::string::String,
+}
+/// 3.15: where the request context's parts live (blob ids in the client's KV store; each blob
+/// holds the part message below), plus the part that stays inline.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct RequestContextPartReferences {
+    #[prost(bytes = "vec", tag = "1")]
+    pub rules_blob_id: ::prost::alloc::vec::Vec<u8>,
+    #[prost(uint32, tag = "2")]
+    pub rules_byte_length: u32,
+    #[prost(bytes = "vec", tag = "3")]
+    pub skills_blob_id: ::prost::alloc::vec::Vec<u8>,
+    #[prost(uint32, tag = "4")]
+    pub skills_byte_length: u32,
+    #[prost(bytes = "vec", tag = "5")]
+    pub subagents_blob_id: ::prost::alloc::vec::Vec<u8>,
+    #[prost(uint32, tag = "6")]
+    pub subagents_byte_length: u32,
+    #[prost(bytes = "vec", tag = "7")]
+    pub mcps_blob_id: ::prost::alloc::vec::Vec<u8>,
+    #[prost(uint32, tag = "8")]
+    pub mcps_byte_length: u32,
+    #[prost(message, optional, tag = "9")]
+    pub dynamic_context: ::core::option::Option<RequestContext>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct RequestContextRulesPart {
+    #[prost(message, repeated, tag = "1")]
+    pub rules: ::prost::alloc::vec::Vec<CursorRule>,
+    #[prost(message, repeated, tag = "2")]
+    pub non_file_rules: ::prost::alloc::vec::Vec<CursorRule>,
+    #[prost(string, optional, tag = "3")]
+    pub cloud_rule: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct RequestContextSkillsPart {
+    #[prost(message, repeated, tag = "1")]
+    pub agent_skills: ::prost::alloc::vec::Vec<AgentSkill>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct RequestContextSubagentsPart {
+    #[prost(message, repeated, tag = "1")]
+    pub custom_subagents: ::prost::alloc::vec::Vec<CustomSubagent>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct RequestContextMcpsPart {
+    #[prost(message, repeated, tag = "1")]
+    pub tools: ::prost::alloc::vec::Vec<McpToolDefinition>,
+    #[prost(message, repeated, tag = "2")]
+    pub mcp_instructions: ::prost::alloc::vec::Vec<McpInstructions>,
+}
+/// A user-defined subagent (`.cursor/agents`).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CustomSubagent {
+    #[prost(string, tag = "1")]
+    pub full_path: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, tag = "3")]
+    pub description: ::prost::alloc::string::String,
+    #[prost(string, repeated, tag = "4")]
+    pub tools: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(string, tag = "5")]
+    pub model: ::prost::alloc::string::String,
+    #[prost(string, tag = "6")]
+    pub prompt: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct UserMessageAction {
@@ -2101,6 +2302,8 @@ pub struct RequestContext {
     pub web_search_enabled: ::core::option::Option<bool>,
     #[prost(bool, optional, tag = "24")]
     pub web_fetch_enabled: ::core::option::Option<bool>,
+    #[prost(message, repeated, tag = "22")]
+    pub custom_subagents: ::prost::alloc::vec::Vec<CustomSubagent>,
     #[prost(message, repeated, tag = "29")]
     pub agent_skills: ::prost::alloc::vec::Vec<AgentSkill>,
     #[prost(message, repeated, tag = "37")]
@@ -2166,6 +2369,9 @@ pub struct RequestContextEnv {
     pub workspace_paths: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
     #[prost(string, tag = "3")]
     pub shell: ::prost::alloc::string::String,
+    /// Where the editor writes each terminal's output (a file per terminal).
+    #[prost(string, tag = "7")]
+    pub terminals_folder: ::prost::alloc::string::String,
     #[prost(string, tag = "10")]
     pub time_zone: ::prost::alloc::string::String,
     #[prost(string, tag = "11")]
@@ -2175,7 +2381,10 @@ pub struct RequestContextEnv {
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct InteractionUpdate {
-    #[prost(oneof = "interaction_update::Message", tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17")]
+    #[prost(
+        oneof = "interaction_update::Message",
+        tags = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 23"
+    )]
     pub message: ::core::option::Option<interaction_update::Message>,
 }
 /// Nested message and enum types in `InteractionUpdate`.
@@ -2216,7 +2425,58 @@ pub mod interaction_update {
         StepStarted(super::StepStartedUpdate),
         #[prost(message, tag = "17")]
         StepCompleted(super::StepCompletedUpdate),
+        #[prost(message, tag = "23")]
+        ContextInjectionState(super::ContextInjectionStateUpdate),
     }
+}
+/// 3.13+: what became of an injected message (`InjectContextAction`).
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ContextInjectionStateUpdate {
+    #[prost(string, tag = "1")]
+    pub injection_id: ::prost::alloc::string::String,
+    #[prost(message, optional, tag = "2")]
+    pub state: ::core::option::Option<ContextInjectionState>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ContextInjectionState {
+    #[prost(oneof = "context_injection_state::State", tags = "1, 2, 3, 4, 5")]
+    pub state: ::core::option::Option<context_injection_state::State>,
+}
+/// Nested message and enum types in `ContextInjectionState`.
+pub mod context_injection_state {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum State {
+        #[prost(message, tag = "1")]
+        Queued(super::ContextInjectionQueued),
+        #[prost(message, tag = "2")]
+        Delivered(super::ContextInjectionDelivered),
+        #[prost(message, tag = "3")]
+        QueuedForNextTurn(super::ContextInjectionQueuedForNextTurn),
+        #[prost(message, tag = "4")]
+        Cancelled(super::ContextInjectionCancelled),
+        #[prost(message, tag = "5")]
+        Rejected(super::ContextInjectionRejected),
+    }
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ContextInjectionQueued {}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ContextInjectionDelivered {
+    #[prost(int32, tag = "1")]
+    pub step: i32,
+    #[prost(string, tag = "2")]
+    pub delivery_batch_id: ::prost::alloc::string::String,
+    #[prost(int64, tag = "3")]
+    pub delivered_at_ms: i64,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ContextInjectionQueuedForNextTurn {}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ContextInjectionCancelled {}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ContextInjectionRejected {
+    #[prost(string, tag = "1")]
+    pub reason: ::prost::alloc::string::String,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct TextDeltaUpdate {
