@@ -50,6 +50,11 @@ pub struct Options {
     pub rss_streams: u32,
     pub cursor_turns: u32,
     pub kinds: Vec<Kind>,
+    /// `KEY=VALUE` pairs added to the gateways' environment (experiments: `TOKIO_WORKER_THREADS`,
+    /// `GLIBC_TUNABLES`, `RUST_LOG`).
+    pub gateway_env: Vec<String>,
+    /// Also run every non-streaming cell through a null TCP forwarder pinned like the gateway.
+    pub forwarder: bool,
 }
 
 /// A cell's request shape.
@@ -158,6 +163,7 @@ impl Gateway {
             .env("XDG_DATA_HOME", home.join(".local/share"))
             // No session bus: the CA key goes to its file fallback, never the real keyring.
             .env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent")
+            .envs(opts.gateway_env.iter().filter_map(|kv| kv.split_once('=')))
             .env_remove("KEYHAVEN_CONFIG")
             .env_remove("KEYHAVEN_DATA_DIR")
             .stdin(Stdio::null())
@@ -229,6 +235,63 @@ impl Gateway {
     }
 }
 
+/// The null forwarder: this bench re-executed with `--forward UPSTREAM`, pinned like the
+/// gateway. It copies bytes both ways between each accepted connection and a new connection to
+/// the mock and does nothing else, so its overhead is what any extra process hop on the pinned
+/// core costs (cross-core wake-ups, loopback TCP, one more connection per request in flight):
+/// the floor under the gateway's overhead on this machine.
+struct Forwarder {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Forwarder {
+    fn start(cpu: &str, upstream: SocketAddr) -> anyhow::Result<Forwarder> {
+        let exe = std::env::current_exe().context("finding the bench's own executable")?;
+        let mut child = Command::new("taskset")
+            .arg("-c")
+            .arg(cpu)
+            .arg(exe)
+            .arg("--forward")
+            .arg(upstream.to_string())
+            .env(PINNED_ENV, cpu)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("starting the null forwarder")?;
+        let stdout = child.stdout.take().context("the forwarder's stdout")?;
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line)?;
+        let addr = line.trim().parse().with_context(|| format!("the forwarder printed `{}`", line.trim()))?;
+        Ok(Forwarder { child, addr })
+    }
+
+    fn stop(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `--forward UPSTREAM`: listens on 127.0.0.1:0, prints the address, forwards every connection.
+pub fn forward_main(upstream: SocketAddr) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let mut out = std::io::stdout();
+        std::io::Write::write_all(&mut out, format!("{}\n", listener.local_addr()?).as_bytes())?;
+        std::io::Write::flush(&mut out)?;
+        loop {
+            let (mut inbound, _) = listener.accept().await?;
+            tokio::spawn(async move {
+                let Ok(mut outbound) = tokio::net::TcpStream::connect(upstream).await else { return };
+                let _ = inbound.set_nodelay(true);
+                let _ = outbound.set_nodelay(true);
+                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+            });
+        }
+    })
+}
+
 /// Clock ticks per second (`getconf CLK_TCK`, 100 if unknown).
 fn clk_tck() -> f64 {
     Command::new("getconf")
@@ -281,6 +344,8 @@ struct Cell {
     direct: Run,
     on: Run,
     off: Run,
+    /// Through the null forwarder (non-streaming cells with `--forwarder`).
+    forwarded: Option<Run>,
 }
 
 async fn run_one(
@@ -320,6 +385,7 @@ pub async fn run(opts: Options) -> anyhow::Result<String> {
     // Let start-up work (migrations, first checkpoint) settle before the idle reading.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_idle = (on.rss_kib(), off.rss_kib());
+    let forwarder = if opts.forwarder { Some(Forwarder::start(&opts.gateway_cpu, mock.addr)?) } else { None };
 
     let client = reqwest::Client::builder()
         .http1_only()
@@ -353,7 +419,14 @@ pub async fn run(opts: Options) -> anyhow::Result<String> {
             let d = run_one(&client, &opts, kind, rate, &direct, None, tck).await;
             let a = run_one(&client, &opts, kind, rate, &via_on, Some(&on), tck).await;
             let b = run_one(&client, &opts, kind, rate, &via_off, Some(&off), tck).await;
-            cells.push(Cell { kind, rate, direct: d, on: a, off: b });
+            let f = match &forwarder {
+                Some(fw) if kind != Kind::Stream => {
+                    let t = Target::chat(&format!("http://{}", fw.addr), "mock-model");
+                    Some(run_one(&client, &opts, kind, rate, &t, None, tck).await)
+                }
+                _ => None,
+            };
+            cells.push(Cell { kind, rate, direct: d, on: a, off: b, forwarded: f });
         }
     }
 
@@ -377,10 +450,18 @@ pub async fn run(opts: Options) -> anyhow::Result<String> {
         None
     };
 
-    let cursor = if opts.cursor_turns > 0 { Some(cursor_cell(&opts, &mock, &mock_url, &client).await?) } else { None };
+    // A failing Cursor cell must not lose the table measured above.
+    let cursor = if opts.cursor_turns > 0 {
+        Some(cursor_cell(&opts, &mock, &mock_url, &client).await.map_err(|e| format!("{e:#}")))
+    } else {
+        None
+    };
 
     on.stop();
     off.stop();
+    if let Some(f) = forwarder {
+        f.stop();
+    }
     mock.stop();
     render(&opts, &cells, rss_idle, rss_streams, cursor)
 }
@@ -392,7 +473,8 @@ async fn cursor_cell(
     mock_url: &str,
     client: &reqwest::Client,
 ) -> anyhow::Result<Vec<(bool, cursor::Turns)>> {
-    mock.set_stream(opts.chunks, Duration::ZERO);
+    // `cursor::turns` asks the mock for a one-delta stream to time its TTFT.
+    mock.set_stream(1, Duration::ZERO);
     let direct = Target::chat(mock_url, "mock-model");
     let n = opts.cursor_turns;
     let warm = (n / 10).max(1);
@@ -431,7 +513,7 @@ fn render(
     cells: &[Cell],
     rss_idle: (Option<u64>, Option<u64>),
     rss_streams: Option<(Option<u64>, u64, Option<String>)>,
-    cursor: Option<Vec<(bool, cursor::Turns)>>,
+    cursor: Option<Result<Vec<(bool, cursor::Turns)>, String>>,
 ) -> anyhow::Result<String> {
     let mut o = String::new();
     writeln!(
@@ -469,6 +551,17 @@ fn render(
                 r.errors + c.direct.errors,
             )?;
         }
+        if let Some(f) = &c.forwarded {
+            writeln!(
+                o,
+                "| {name}: null TCP forwarder | {} | — | {} | {} | {} | | | {} |",
+                c.rate,
+                pair(&c.direct.main),
+                pair(&f.main),
+                over(&c.direct.main, &f.main),
+                f.errors,
+            )?;
+        }
         if let (Some(dg), Some(on_g), Some(off_g)) = (&c.direct.gap, &c.on.gap, &c.off.gap) {
             let ratio = if off_g.p99 > 0.0 { format!("{:.2}", on_g.p99 / off_g.p99) } else { "—".to_owned() };
             for (label, g, ratio) in [("on", on_g, ratio.as_str()), ("off", off_g, "")] {
@@ -502,13 +595,16 @@ fn render(
         writeln!(o, "Engine's own x-keyhaven-overhead-ms p99 (on/off):{header_line}")?;
     }
     for c in cells {
-        for (label, r) in [("direct", &c.direct), ("on", &c.on), ("off", &c.off)] {
+        for (label, r) in [("direct", &c.direct), ("on", &c.on), ("off", &c.off)].into_iter().chain(c.forwarded.as_ref().map(|f| ("forwarder", f))) {
             if let Some(e) = &r.first_error {
                 writeln!(o, "{:?}@{} {label}: {} errors, first: {e}", c.kind, c.rate, r.errors)?;
             }
         }
     }
-    if let Some(turns) = cursor {
+    if let Some(Err(e)) = &cursor {
+        writeln!(o, "\nCursor cell failed: {e}")?;
+    }
+    if let Some(Ok(turns)) = cursor {
         writeln!(o, "\nCursor (external gateway's proxy, local mode): seq-0 BidiAppend -> first text_delta, vs the mock's TTFT")?;
         writeln!(o, "| recording | turn p50 / p99 | mock TTFT p50 / p99 | beyond TTFT p50 / p99 | errors |")?;
         writeln!(o, "|---|---|---|---|---|")?;

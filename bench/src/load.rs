@@ -162,15 +162,27 @@ async fn one_request(
         .body(payload)
         .send()
         .await
-        .map_err(|e| format!("send: {e}"))?;
+        .map_err(|e| format!("send: {}", chain(&e)))?;
     let status = resp.status();
     let overhead =
         resp.headers().get("x-keyhaven-overhead-ms").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<f64>().ok());
-    let text = resp.bytes().await.map_err(|e| format!("body: {e}"))?;
+    let text = resp.bytes().await.map_err(|e| format!("body: {}", chain(&e)))?;
     if !status.is_success() {
         return Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&text).chars().take(300).collect::<String>()));
     }
     Ok(overhead)
+}
+
+/// An error with its sources (reqwest's own message hides the cause: refused, reset, timeout).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
 }
 
 /// Streaming results in milliseconds.
@@ -296,7 +308,7 @@ async fn one_stream(
         .body(payload)
         .send()
         .await
-        .map_err(|e| format!("send: {e}"))?;
+        .map_err(|e| format!("send: {}", chain(&e)))?;
     if !resp.status().is_success() {
         let status = resp.status();
         let text = resp.text().await.unwrap_or_default();
@@ -307,7 +319,7 @@ async fn one_stream(
     let mut ttfb = None;
     let mut deltas: Vec<Instant> = Vec::new();
     while let Some(piece) = body.next().await {
-        let piece = piece.map_err(|e| format!("body: {e}"))?;
+        let piece = piece.map_err(|e| format!("body: {}", chain(&e)))?;
         let now = Instant::now();
         buf.extend_from_slice(&piece);
         while let Some(nl) = buf.iter().position(|&b| b == b'\n') {

@@ -135,6 +135,17 @@ struct Args {
     /// External mode: streams held open at once for the gateway's RSS reading; 0 skips it.
     #[arg(long, default_value_t = 200)]
     rss_streams: u32,
+    /// External mode: `KEY=VALUE` added to the gateways' environment (repeatable), for
+    /// experiments such as `TOKIO_WORKER_THREADS=1` or `RUST_LOG=warn`.
+    #[arg(long)]
+    gateway_env: Vec<String>,
+    /// External mode: also run the non-streaming cells through a null TCP forwarder pinned like
+    /// the gateway (the cost of any extra process hop on this machine).
+    #[arg(long)]
+    forwarder: bool,
+    /// Internal: run as the null forwarder to this upstream (see `external.rs`).
+    #[arg(long, hide = true)]
+    forward: Option<std::net::SocketAddr>,
 }
 
 /// `10s`, `250ms`, `2m`, or a bare number of seconds.
@@ -196,6 +207,9 @@ upstream = "mock-model"
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Some(upstream) = args.forward {
+        return external::forward_main(upstream);
+    }
     if args.external.is_some()
         && let Some(code) = external::pin_self(&args.bench_cpu)?
     {
@@ -221,6 +235,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
             rss_streams: args.rss_streams,
             cursor_turns: args.cursor_turns,
             kinds: args.cells.clone(),
+            gateway_env: args.gateway_env.clone(),
+            forwarder: args.forwarder,
         };
         let report = external::run(opts).await?;
         std::io::stdout().write_all(report.as_bytes()).context("writing the report")?;
