@@ -321,7 +321,14 @@ struct Run {
 impl Run {
     fn of_samples(s: &Samples, cpu: Option<f64>) -> Run {
         let header = (!s.overhead_header_ms.is_empty()).then(|| Pcts::of(&s.overhead_header_ms));
-        Run { main: Pcts::of(&s.latency_ms), gap: None, header, errors: s.errors, first_error: s.first_error.clone(), cpu }
+        Run {
+            main: Pcts::of(&s.latency_ms),
+            gap: None,
+            header,
+            errors: s.errors,
+            first_error: s.first_error.clone(),
+            cpu,
+        }
     }
 
     fn of_streams(s: &StreamSamples, cpu: Option<f64>) -> Run {
@@ -375,11 +382,19 @@ async fn run_one(
 
 /// Runs the external benchmark and returns the report.
 pub async fn run(opts: Options) -> anyhow::Result<String> {
-    anyhow::ensure!(opts.binary.is_file(), "{} is not a file (build it: cargo build --release --bin keyhaven)", opts.binary.display());
+    anyhow::ensure!(
+        opts.binary.is_file(),
+        "{} is not a file (build it: cargo build --release --bin keyhaven)",
+        opts.binary.display()
+    );
     let tck = clk_tck();
     let mock = Mock::start(Duration::ZERO, opts.chunks, Duration::ZERO).await.context("starting the mock")?;
     let mock_url = format!("http://{}", mock.addr);
-    progress(&format!("starting {} twice (recording on, off), pinned to CPU {}", opts.binary.display(), opts.gateway_cpu));
+    progress(&format!(
+        "starting {} twice (recording on, off), pinned to CPU {}",
+        opts.binary.display(),
+        opts.gateway_cpu
+    ));
     let on = Gateway::start(&opts, &mock_url, true, false).context("starting the gateway (recording on)")?;
     let off = Gateway::start(&opts, &mock_url, false, false).context("starting the gateway (recording off)")?;
     // Let start-up work (migrations, first checkpoint) settle before the idle reading.
@@ -415,7 +430,10 @@ pub async fn run(opts: Options) -> anyhow::Result<String> {
             } else {
                 mock.set_stream(opts.chunks, Duration::ZERO);
             }
-            progress(&format!("{kind:?} at {rate}/s: direct, recording on, recording off ({:?} + {:?} warm-up each)", opts.duration, opts.warmup));
+            progress(&format!(
+                "{kind:?} at {rate}/s: direct, recording on, recording off ({:?} + {:?} warm-up each)",
+                opts.duration, opts.warmup
+            ));
             let d = run_one(&client, &opts, kind, rate, &direct, None, tck).await;
             let a = run_one(&client, &opts, kind, rate, &via_on, Some(&on), tck).await;
             let b = run_one(&client, &opts, kind, rate, &via_off, Some(&off), tck).await;
@@ -430,25 +448,28 @@ pub async fn run(opts: Options) -> anyhow::Result<String> {
         }
     }
 
-    // Memory with many streams open at once on the recording gateway: slow streams so they
-    // overlap, RSS read while all are open.
-    let rss_streams = if opts.rss_streams > 0 {
-        progress(&format!("memory: {} concurrent streams through the recording gateway", opts.rss_streams));
-        let per_chunk = Duration::from_millis(100);
-        mock.set_stream(opts.chunks, per_chunk);
-        let target = Target::chat(&on.url(), "bench-model");
-        let n = opts.rss_streams;
-        let chunks = opts.chunks;
-        let c = client.clone();
-        let load = tokio::spawn(async move { load::streaming(&c, &target, n, n as usize, chunks).await });
-        // Half-way through the streams' lifetime every one is open.
-        tokio::time::sleep(per_chunk * opts.chunks / 2).await;
-        let rss = on.rss_kib();
-        let s = load.await.context("the memory phase's load task")?;
-        Some((rss, s.errors, s.first_error))
-    } else {
-        None
-    };
+    // Memory with many streams open at once, on each gateway: slow streams so they overlap, RSS
+    // read while all are open.
+    let mut rss_streams = Vec::new();
+    if opts.rss_streams > 0 {
+        for (label, g) in [("on", &on), ("off", &off)] {
+            progress(&format!("memory: {} concurrent streams, recording {label}", opts.rss_streams));
+            let per_chunk = Duration::from_millis(100);
+            mock.set_stream(opts.chunks, per_chunk);
+            let target = Target::chat(&g.url(), "bench-model");
+            let n = opts.rss_streams;
+            let chunks = opts.chunks;
+            let c = client.clone();
+            let load = tokio::spawn(async move { load::streaming(&c, &target, n, n as usize, chunks).await });
+            // Half-way through the streams' lifetime every one is open.
+            tokio::time::sleep(per_chunk * opts.chunks / 2).await;
+            let rss = g.rss_kib();
+            let s = load.await.context("the memory phase's load task")?;
+            // And once they are all closed again.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            rss_streams.push((label, rss, g.rss_kib(), s.errors, s.first_error));
+        }
+    }
 
     // A failing Cursor cell must not lose the table measured above.
     let cursor = if opts.cursor_turns > 0 {
@@ -508,11 +529,14 @@ fn kib_mib(k: Option<u64>) -> String {
     k.map_or_else(|| "unavailable".to_owned(), |k| format!("{:.1} MiB", k as f64 / 1024.0))
 }
 
+/// One gateway's RSS with many streams open: (recording label, while open, after, errors, first error).
+type StreamsRss = (&'static str, Option<u64>, Option<u64>, u64, Option<String>);
+
 fn render(
     opts: &Options,
     cells: &[Cell],
     rss_idle: (Option<u64>, Option<u64>),
-    rss_streams: Option<(Option<u64>, u64, Option<String>)>,
+    rss_streams: Vec<StreamsRss>,
     cursor: Option<Result<Vec<(bool, cursor::Turns)>, String>>,
 ) -> anyhow::Result<String> {
     let mut o = String::new();
@@ -538,7 +562,8 @@ fn render(
             Kind::Anthropic => "Anthropic in (translated)",
             Kind::Stream => "streaming, TTFB",
         };
-        let ratio = if c.off.main.p99 > 0.0 { format!("{:.2}", c.on.main.p99 / c.off.main.p99) } else { "—".to_owned() };
+        let ratio =
+            if c.off.main.p99 > 0.0 { format!("{:.2}", c.on.main.p99 / c.off.main.p99) } else { "—".to_owned() };
         for (label, r, ratio) in [("on", &c.on, ratio.as_str()), ("off", &c.off, "")] {
             writeln!(
                 o,
@@ -578,8 +603,14 @@ fn render(
     }
     writeln!(o)?;
     writeln!(o, "Gateway RSS: idle {} (recording on), {} (recording off)", kib_mib(rss_idle.0), kib_mib(rss_idle.1))?;
-    if let Some((rss, errors, first)) = rss_streams {
-        writeln!(o, "Gateway RSS with {} streams open at once (recording on): {}", opts.rss_streams, kib_mib(rss))?;
+    for (label, rss, after, errors, first) in rss_streams {
+        writeln!(
+            o,
+            "Gateway RSS with {} streams open at once (recording {label}): {}; after they closed: {}",
+            opts.rss_streams,
+            kib_mib(rss),
+            kib_mib(after)
+        )?;
         if errors > 0 {
             writeln!(o, "  {errors} of those streams failed, first: {}", first.unwrap_or_default())?;
         }
@@ -595,7 +626,10 @@ fn render(
         writeln!(o, "Engine's own x-keyhaven-overhead-ms p99 (on/off):{header_line}")?;
     }
     for c in cells {
-        for (label, r) in [("direct", &c.direct), ("on", &c.on), ("off", &c.off)].into_iter().chain(c.forwarded.as_ref().map(|f| ("forwarder", f))) {
+        for (label, r) in [("direct", &c.direct), ("on", &c.on), ("off", &c.off)]
+            .into_iter()
+            .chain(c.forwarded.as_ref().map(|f| ("forwarder", f)))
+        {
             if let Some(e) = &r.first_error {
                 writeln!(o, "{:?}@{} {label}: {} errors, first: {e}", c.kind, c.rate, r.errors)?;
             }
@@ -605,7 +639,10 @@ fn render(
         writeln!(o, "\nCursor cell failed: {e}")?;
     }
     if let Some(Ok(turns)) = cursor {
-        writeln!(o, "\nCursor (external gateway's proxy, local mode): seq-0 BidiAppend -> first text_delta, vs the mock's TTFT")?;
+        writeln!(
+            o,
+            "\nCursor (external gateway's proxy, local mode): seq-0 BidiAppend -> first text_delta, vs the mock's TTFT"
+        )?;
         writeln!(o, "| recording | turn p50 / p99 | mock TTFT p50 / p99 | beyond TTFT p50 / p99 | errors |")?;
         writeln!(o, "|---|---|---|---|---|")?;
         for (record, t) in turns {

@@ -158,11 +158,7 @@ async fn one_request(
     if anthropic {
         req = req.header("anthropic-version", "2023-06-01");
     }
-    let resp = req
-        .body(payload)
-        .send()
-        .await
-        .map_err(|e| format!("send: {}", chain(&e)))?;
+    let resp = req.body(payload).send().await.map_err(|e| format!("send: {}", chain(&e)))?;
     let status = resp.status();
     let overhead =
         resp.headers().get("x-keyhaven-overhead-ms").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<f64>().ok());
