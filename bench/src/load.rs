@@ -18,6 +18,21 @@ use tokio::sync::Mutex;
 pub struct Target {
     pub url: String,
     pub model: String,
+    /// The request shape: OpenAI Chat (`/v1/chat/completions`) or Anthropic Messages
+    /// (`/v1/messages`).
+    pub anthropic: bool,
+}
+
+impl Target {
+    /// An OpenAI Chat Completions target: `{base}/v1/chat/completions`.
+    pub fn chat(base: &str, model: &str) -> Target {
+        Target { url: format!("{base}/v1/chat/completions"), model: model.to_owned(), anthropic: false }
+    }
+
+    /// An Anthropic Messages target: `{base}/v1/messages`.
+    pub fn anthropic(base: &str, model: &str) -> Target {
+        Target { url: format!("{base}/v1/messages"), model: model.to_owned(), anthropic: true }
+    }
 }
 
 /// Latencies in milliseconds plus an error tally.
@@ -63,7 +78,18 @@ impl Pcts {
     }
 }
 
-fn body(model: &str, stream: bool) -> Vec<u8> {
+fn body(target: &Target, stream: bool) -> Vec<u8> {
+    let model = &target.model;
+    if target.anthropic {
+        // Anthropic's Messages shape: `max_tokens` is required, the content may be a plain string.
+        let v = json!({
+            "model": model,
+            "max_tokens": 32,
+            "messages": [{"role": "user", "content": "Say hello in five words."}],
+            "stream": stream,
+        });
+        return v.to_string().into_bytes();
+    }
     let v = json!({
         "model": model,
         "messages": [{"role": "user", "content": "Say hello in five words."}],
@@ -83,7 +109,7 @@ pub async fn open_loop(
     duration: Duration,
 ) -> Samples {
     let samples = Arc::new(Mutex::new(Samples::default()));
-    let payload = bytes::Bytes::from(body(&target.model, false));
+    let payload = bytes::Bytes::from(body(target, false));
     let period = Duration::from_secs_f64(1.0 / f64::from(rate.max(1)));
     let start = tokio::time::Instant::now() + Duration::from_millis(10);
     let record_from = start + warmup;
@@ -98,8 +124,9 @@ pub async fn open_loop(
         }
         let record = scheduled >= record_from;
         let (client, url, payload, samples) = (client.clone(), target.url.clone(), payload.clone(), samples.clone());
+        let anthropic = target.anthropic;
         tasks.spawn(async move {
-            let result = one_request(&client, &url, payload).await;
+            let result = one_request(&client, &url, payload, anthropic).await;
             if !record {
                 return;
             }
@@ -121,22 +148,37 @@ pub async fn open_loop(
 }
 
 /// One non-streaming request, body read to the end. Returns the overhead header if present.
-async fn one_request(client: &reqwest::Client, url: &str, payload: bytes::Bytes) -> Result<Option<f64>, String> {
-    let resp = client
-        .post(url)
-        .header("content-type", "application/json")
-        .body(payload)
-        .send()
-        .await
-        .map_err(|e| format!("send: {e}"))?;
+async fn one_request(
+    client: &reqwest::Client,
+    url: &str,
+    payload: bytes::Bytes,
+    anthropic: bool,
+) -> Result<Option<f64>, String> {
+    let mut req = client.post(url).header("content-type", "application/json");
+    if anthropic {
+        req = req.header("anthropic-version", "2023-06-01");
+    }
+    let resp = req.body(payload).send().await.map_err(|e| format!("send: {}", chain(&e)))?;
     let status = resp.status();
     let overhead =
         resp.headers().get("x-keyhaven-overhead-ms").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<f64>().ok());
-    let text = resp.bytes().await.map_err(|e| format!("body: {e}"))?;
+    let text = resp.bytes().await.map_err(|e| format!("body: {}", chain(&e)))?;
     if !status.is_success() {
         return Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&text).chars().take(300).collect::<String>()));
     }
     Ok(overhead)
+}
+
+/// An error with its sources (reqwest's own message hides the cause: refused, reset, timeout).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
 }
 
 /// Streaming results in milliseconds.
@@ -161,9 +203,9 @@ pub async fn streaming(
     concurrency: usize,
     chunks: u32,
 ) -> StreamSamples {
-    let payload = bytes::Bytes::from(body(&target.model, true));
+    let payload = bytes::Bytes::from(body(target, true));
     let results: Vec<Result<OneStream, String>> = futures::stream::iter(0..requests)
-        .map(|_| one_stream(client, &target.url, payload.clone(), chunks))
+        .map(|_| one_stream(client, &target.url, payload.clone(), chunks, None))
         .buffer_unordered(concurrency.max(1))
         .collect()
         .await;
@@ -184,6 +226,58 @@ pub async fn streaming(
     out
 }
 
+/// Starts `rate` streaming requests per second for `warmup + duration` whatever the answers do
+/// (open loop); only those started after the warm-up are recorded. Time to first byte is
+/// measured from the request's *scheduled* start, so a server that falls behind shows up as
+/// latency. Waits for the stragglers (each bounded by the client's timeout).
+pub async fn open_loop_streaming(
+    client: &reqwest::Client,
+    target: &Target,
+    rate: u32,
+    warmup: Duration,
+    duration: Duration,
+    chunks: u32,
+) -> StreamSamples {
+    let samples = Arc::new(Mutex::new(StreamSamples::default()));
+    let payload = bytes::Bytes::from(body(target, true));
+    let period = Duration::from_secs_f64(1.0 / f64::from(rate.max(1)));
+    let start = tokio::time::Instant::now() + Duration::from_millis(10);
+    let record_from = start + warmup;
+    let end = record_from + duration;
+    let mut ticks = tokio::time::interval_at(start, period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        let scheduled = ticks.tick().await;
+        if scheduled >= end {
+            break;
+        }
+        let record = scheduled >= record_from;
+        let (client, url, payload, samples) = (client.clone(), target.url.clone(), payload.clone(), samples.clone());
+        tasks.spawn(async move {
+            let result = one_stream(&client, &url, payload, chunks, Some(scheduled.into_std())).await;
+            if !record {
+                return;
+            }
+            let mut s = samples.lock().await;
+            match result {
+                Ok(OneStream { ttfb, gaps, total }) => {
+                    s.ttfb_ms.push(ttfb);
+                    s.gap_ms.extend(gaps);
+                    s.total_ms.push(total);
+                }
+                Err(e) => {
+                    s.errors += 1;
+                    s.first_error.get_or_insert(e);
+                }
+            }
+        });
+        while tasks.try_join_next().is_some() {}
+    }
+    while tasks.join_next().await.is_some() {}
+    Arc::try_unwrap(samples).map(Mutex::into_inner).unwrap_or_default()
+}
+
 /// One stream's timings in milliseconds.
 struct OneStream {
     ttfb: f64,
@@ -200,15 +294,17 @@ async fn one_stream(
     url: &str,
     payload: bytes::Bytes,
     chunks: u32,
+    scheduled: Option<Instant>,
 ) -> Result<OneStream, String> {
-    let sent = Instant::now();
+    // Open-loop callers pass the scheduled start, so a driver or server behind schedule shows.
+    let sent = scheduled.unwrap_or_else(Instant::now);
     let resp = client
         .post(url)
         .header("content-type", "application/json")
         .body(payload)
         .send()
         .await
-        .map_err(|e| format!("send: {e}"))?;
+        .map_err(|e| format!("send: {}", chain(&e)))?;
     if !resp.status().is_success() {
         let status = resp.status();
         let text = resp.text().await.unwrap_or_default();
@@ -219,7 +315,7 @@ async fn one_stream(
     let mut ttfb = None;
     let mut deltas: Vec<Instant> = Vec::new();
     while let Some(piece) = body.next().await {
-        let piece = piece.map_err(|e| format!("body: {e}"))?;
+        let piece = piece.map_err(|e| format!("body: {}", chain(&e)))?;
         let now = Instant::now();
         buf.extend_from_slice(&piece);
         while let Some(nl) = buf.iter().position(|&b| b == b'\n') {

@@ -29,6 +29,7 @@
 
 mod agent;
 mod cursor;
+mod external;
 mod load;
 mod mock;
 mod proxy;
@@ -113,6 +114,38 @@ struct Args {
     /// Run only the agent phase (needs `--agent-turns`).
     #[arg(long)]
     agent_only: bool,
+    /// Drive this `keyhaven` binary as a separate `keyhaven serve` process instead of an
+    /// in-process engine (see `external.rs`): the cells of `--rates` x `--cells`, each direct,
+    /// recording on and recording off, in one table.
+    #[arg(long, value_name = "PATH_TO_KEYHAVEN")]
+    external: Option<std::path::PathBuf>,
+    /// External mode: the open-loop rates (requests or streams per second).
+    #[arg(long, value_delimiter = ',', default_value = "10,100,500")]
+    rates: Vec<u32>,
+    /// External mode: the cell kinds to run (chat, anthropic, stream).
+    #[arg(long, value_delimiter = ',', default_value = "chat,anthropic,stream", value_parser = external::Kind::parse)]
+    cells: Vec<external::Kind>,
+    /// External mode: the CPU list `taskset` pins the gateway to.
+    #[arg(long, default_value = "0")]
+    gateway_cpu: String,
+    /// External mode: the CPU list the bench (mock + load driver) re-executes itself on; empty
+    /// leaves it unpinned.
+    #[arg(long, default_value = "1")]
+    bench_cpu: String,
+    /// External mode: streams held open at once for the gateway's RSS reading; 0 skips it.
+    #[arg(long, default_value_t = 200)]
+    rss_streams: u32,
+    /// External mode: `KEY=VALUE` added to the gateways' environment (repeatable), for
+    /// experiments such as `TOKIO_WORKER_THREADS=1` or `RUST_LOG=warn`.
+    #[arg(long)]
+    gateway_env: Vec<String>,
+    /// External mode: also run the non-streaming cells through a null TCP forwarder pinned like
+    /// the gateway (the cost of any extra process hop on this machine).
+    #[arg(long)]
+    forwarder: bool,
+    /// Internal: run as the null forwarder to this upstream (see `external.rs`).
+    #[arg(long, hide = true)]
+    forward: Option<std::net::SocketAddr>,
 }
 
 /// `10s`, `250ms`, `2m`, or a bare number of seconds.
@@ -172,9 +205,43 @@ upstream = "mock-model"
     )
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Some(upstream) = args.forward {
+        return external::forward_main(upstream);
+    }
+    if args.external.is_some()
+        && let Some(code) = external::pin_self(&args.bench_cpu)?
+    {
+        std::process::exit(code);
+    }
+    // Built after pinning: a multi-thread runtime sizes itself from the CPUs this process may use.
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(run(args))
+}
+
+async fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(binary) = args.external.clone() {
+        anyhow::ensure!(args.rates.iter().all(|&r| r > 0), "--rates must be positive");
+        let opts = external::Options {
+            binary,
+            rates: args.rates.clone(),
+            warmup: args.warmup,
+            duration: args.duration,
+            chunks: args.chunks,
+            chunk_delay: args.chunk_delay,
+            timeout: args.timeout,
+            synchronous: args.synchronous.clone(),
+            gateway_cpu: args.gateway_cpu.clone(),
+            rss_streams: args.rss_streams,
+            cursor_turns: args.cursor_turns,
+            kinds: args.cells.clone(),
+            gateway_env: args.gateway_env.clone(),
+            forwarder: args.forwarder,
+        };
+        let report = external::run(opts).await?;
+        std::io::stdout().write_all(report.as_bytes()).context("writing the report")?;
+        return Ok(());
+    }
     anyhow::ensure!(args.rate > 0, "--rate must be positive");
     anyhow::ensure!(!args.proxy_only || args.proxy_handshakes > 0, "--proxy-only needs --proxy-handshakes N");
     anyhow::ensure!(!args.cursor_only || args.cursor_turns > 0, "--cursor-only needs --cursor-turns N");
@@ -229,9 +296,9 @@ async fn main() -> anyhow::Result<()> {
         .pool_max_idle_per_host(1024)
         .build()
         .context("building the HTTP client")?;
-    let direct = Target { url: format!("{mock_url}/v1/chat/completions"), model: "mock-model".into() };
-    let keyhaven = Target { url: format!("{engine_url}/v1/chat/completions"), model: "bench-model".into() };
-    let keyhaven_off = Target { url: format!("{unrecorded_url}/v1/chat/completions"), model: "bench-model".into() };
+    let direct = Target::chat(&mock_url, "mock-model");
+    let keyhaven = Target::chat(&engine_url, "bench-model");
+    let keyhaven_off = Target::chat(&unrecorded_url, "bench-model");
 
     progress(&format!(
         "non-streaming, direct: {} req/s for {:?} (+{:?} warm-up)",
@@ -489,7 +556,7 @@ async fn cursor_phase(args: &Args) -> anyhow::Result<String> {
     let mock_url = format!("http://{}", mock.addr);
     let dir = tempfile::tempdir().context("creating a temp data dir")?;
     let client = reqwest::Client::builder().http1_only().no_proxy().timeout(args.timeout).build()?;
-    let direct = Target { url: format!("{mock_url}/v1/chat/completions"), model: "mock-model".into() };
+    let direct = Target::chat(&mock_url, "mock-model");
     let n = args.cursor_turns;
     let warm = (n / 10).max(1);
     let mut results = Vec::new();
