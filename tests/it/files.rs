@@ -126,6 +126,7 @@ async fn loosened_modes_are_restricted_at_start_and_logged() {
     // The engine's own start, with a log layer on this thread (current-thread runtime).
     let ring = LogRing::new(500);
     let _log = tracing::subscriber::set_default(tracing_subscriber::registry().with(ring.layer()));
+    tracing::callsite::rebuild_interest_cache();
     let te =
         TestEngine::start_full(dir, &config, Arc::new(MemoryKeyring::default()), true, EngineExtras::default()).await;
     let lines = ring.tail(500);
@@ -143,6 +144,7 @@ async fn loosened_modes_are_restricted_at_start_and_logged() {
     chmod(&dir.path().join("control-token"), 0o400);
     let ring = LogRing::new(500);
     let _log = tracing::subscriber::set_default(tracing_subscriber::registry().with(ring.layer()));
+    tracing::callsite::rebuild_interest_cache();
     let te =
         TestEngine::start_full(dir, &config, Arc::new(MemoryKeyring::default()), true, EngineExtras::default()).await;
     assert_eq!(mode(&te.dir.path().join("control-token")), 0o400);

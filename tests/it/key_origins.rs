@@ -311,10 +311,30 @@ search_url = "{brave}"
 
 #[test]
 fn upstream_errors_in_logs_are_redacted() {
-    // A current-thread runtime, so the thread-local log capture sees the engine's tasks.
+    // A current-thread runtime, so the thread-local log capture sees the engine's tasks. Other
+    // tests install and drop their own thread-local subscribers concurrently, which can race
+    // tracing's global callsite-interest cache and lose a line; so the scenario may run up to three
+    // times until the expected lines are captured. No captured line may carry the key in any run.
+    let mut text = Vec::new();
+    for _ in 0..3 {
+        text = redaction_scenario();
+        for l in &text {
+            assert!(!l.contains(CANARY_KEY), "a log line carries the key: {l}");
+        }
+        let seen = |needle: &str| text.iter().any(|l| l.contains(needle));
+        if seen("retrying upstream") && seen("falling back") && seen("[REDACTED]") {
+            return;
+        }
+    }
+    panic!("the retry, fallback and redaction lines were never captured: {text:#?}");
+}
+
+/// One upstream that echoes the key in its errors, behind a group; the log lines it produced.
+fn redaction_scenario() -> Vec<String> {
     let ring = keyhaven::control::logs::LogRing::new(1000);
     let subscriber = tracing_subscriber::layer::SubscriberExt::with(tracing_subscriber::registry(), ring.layer());
     let _guard = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     rt.block_on(async {
         // An upstream that echoes the key in its error: retried (503), then a group falls back.
@@ -332,12 +352,5 @@ fn upstream_errors_in_logs_are_redacted() {
         assert!(!body.contains(CANARY_KEY), "{body}");
         engine.stop().await;
     });
-    let lines = ring.tail(1000);
-    let text: Vec<String> = lines.iter().map(|l| format!("{l:?}")).collect();
-    assert!(text.iter().any(|l| l.contains("retrying upstream")), "{text:#?}");
-    assert!(text.iter().any(|l| l.contains("falling back")), "{text:#?}");
-    assert!(text.iter().any(|l| l.contains("[REDACTED]")), "{text:#?}");
-    for l in &text {
-        assert!(!l.contains(CANARY_KEY), "a log line carries the key: {l}");
-    }
+    ring.tail(1000).iter().map(|l| format!("{l:?}")).collect()
 }
