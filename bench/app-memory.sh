@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Idle memory of the tray app: RSS and PSS of the app process and of its WebKit helper processes
-# (WebKitWebProcess renders the dashboard, WebKitNetworkProcess serves it), with the window shown
-# and with the app started hidden in the tray, plus the headless mode for comparison.
+# (WebKitWebProcess renders the dashboard, WebKitNetworkProcess serves it), with the window shown,
+# with the app started hidden in the tray, and back in the tray after the window was shown and
+# closed (a WM_DELETE_WINDOW message, as a window manager's close button sends), plus the headless
+# mode for comparison.
 #
 #   bench/app-memory.sh [APP_BINARY] [IDLE_SECONDS]      (default target/release/keyhaven-app, 20 s)
 #
 # Runs under Xvfb in a private D-Bus session with a throwaway HOME, data dir and port-0 config.
-# Needs xvfb-run, dbus-run-session, gnome-keyring-daemon, python3, curl.
+# Needs xvfb-run, dbus-run-session, gnome-keyring-daemon, python3, curl, xdotool.
 set -euo pipefail
 APP="$(realpath "${1:-target/release/keyhaven-app}")"
+E2E="$(cd "$(dirname "$0")/../.ci/e2e" && pwd)"
 IDLE="${2:-20}"
 if [ -z "${KEYHAVEN_MEMORY_INNER:-}" ]; then
   export KEYHAVEN_MEMORY_INNER=1
@@ -51,20 +54,36 @@ print(f"  {'total':<22} {total_rss/1024:8.1f} MB RSS {total_pss/1024:8.1f} MB PS
 PY
 }
 
-run() {  # label, args...
-  local label="$1"; shift
+# Closes the dashboard window the way a window manager does.
+close_window() {
+  python3 - "$E2E" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+from common import close_window, window_ids
+ids = window_ids()
+if not ids:
+    sys.exit("no Keyhaven window to close")
+for xid in ids:
+    close_window(xid)
+PY
+}
+
+run() {  # label, close-after-idle (yes/no), args...
+  local label="$1" close="$2"; shift 2
   rm -rf "$KEYHAVEN_DATA_DIR"
   "$APP" "$@" > "$HOME/app.log" 2>&1 &
   local pid=$!
   local token_file="$KEYHAVEN_DATA_DIR/control-token"
   for _ in $(seq 300); do [ -s "$token_file" ] && break; sleep 0.1; done
   sleep "$IDLE"
+  if [ "$close" = yes ]; then close_window; sleep "$IDLE"; fi
   echo "$label (after ${IDLE} s idle):"
   measure "$pid"
   kill -TERM "$pid"; wait "$pid" || true
 }
 
 echo "keyhaven-app idle memory ($(basename "$APP"), $(uname -m))"
-run "window shown" 
-run "hidden in the tray (--hidden)" --hidden
-run "headless (--headless, engine + web dashboard)" --headless
+run "window shown" no
+run "hidden in the tray (--hidden)" no --hidden
+run "closed to the tray (shown, ${IDLE} s, closed)" yes
+run "headless (--headless, engine + web dashboard)" no --headless

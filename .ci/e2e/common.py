@@ -1,8 +1,10 @@
 """Shared helpers of the e2e scripts (stdlib only): HTTP to the engine's control API, checks
 that count into one cargo-style summary line, polling."""
 
+import ctypes
 import json
 import os
+import subprocess
 import sys
 import time
 import urllib.error
@@ -91,3 +93,74 @@ def artifacts():
 def die(msg):
     print(msg, file=sys.stderr, flush=True)
     sys.exit(1)
+
+
+def window_ids(name="^Keyhaven$"):
+    """X window ids of the mapped windows with that name (xdotool), or None without xdotool."""
+    try:
+        r = subprocess.run(["xdotool", "search", "--onlyvisible", "--name", name], capture_output=True, text=True, timeout=10)
+    except FileNotFoundError:
+        return None
+    return [int(w) for w in r.stdout.split()]
+
+
+class _ClientMessage(ctypes.Structure):
+    _fields_ = [
+        ("type", ctypes.c_int),
+        ("serial", ctypes.c_ulong),
+        ("send_event", ctypes.c_int),
+        ("display", ctypes.c_void_p),
+        ("window", ctypes.c_ulong),
+        ("message_type", ctypes.c_ulong),
+        ("format", ctypes.c_int),
+        ("l", ctypes.c_long * 5),
+    ]
+
+
+class _XEvent(ctypes.Union):
+    _fields_ = [("xclient", _ClientMessage), ("pad", ctypes.c_long * 24)]
+
+
+def close_window(xid):
+    """Asks the window to close as a window manager's close button does: a WM_DELETE_WINDOW
+    client message (ICCCM), through libX11 (Xvfb has no window manager)."""
+    x11 = ctypes.cdll.LoadLibrary("libX11.so.6")
+    x11.XOpenDisplay.restype = ctypes.c_void_p
+    x11.XOpenDisplay.argtypes = [ctypes.c_char_p]
+    x11.XInternAtom.restype = ctypes.c_ulong
+    x11.XInternAtom.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
+    x11.XSendEvent.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_int, ctypes.c_long, ctypes.POINTER(_XEvent)]
+    x11.XFlush.argtypes = [ctypes.c_void_p]
+    x11.XCloseDisplay.argtypes = [ctypes.c_void_p]
+    display = x11.XOpenDisplay(None)
+    if not display:
+        raise RuntimeError("cannot open the X display")
+    try:
+        event = _XEvent()
+        event.xclient.type = 33  # ClientMessage
+        event.xclient.window = xid
+        event.xclient.message_type = x11.XInternAtom(display, b"WM_PROTOCOLS", 0)
+        event.xclient.format = 32
+        event.xclient.l[0] = x11.XInternAtom(display, b"WM_DELETE_WINDOW", 0)
+        event.xclient.l[1] = 0  # CurrentTime
+        if not x11.XSendEvent(display, xid, 0, 0, ctypes.byref(event)):
+            raise RuntimeError(f"XSendEvent to window {xid} failed")
+        x11.XFlush(display)
+    finally:
+        x11.XCloseDisplay(display)
+
+
+def child_processes(pid):
+    """{pid: name} of the direct children of `pid` (the WebKit web and network processes)."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            if fields[1] == str(pid) and fields[0] != "Z":
+                out[int(entry)] = stat.split("(", 1)[1].rsplit(")", 1)[0]
+    return out

@@ -20,7 +20,10 @@ failed=0
 # The window, through WebKitWebDriver (the app inherits the driver's environment).
 config window
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-TAURI_WEBVIEW_AUTOMATION=true WebKitWebDriver --port="$port" > "$E2E_ARTIFACTS/webkitwebdriver.log" 2>&1 &
+# WebKitGTK 2.50's WebDriver screenshot hangs when the app draws without GL (the app's own
+# WEBKIT_DISABLE_COMPOSITING_MODE=1 and GDK_GL=disable, src-tauri/src/main.rs), so this run keeps
+# GL on by setting both itself; the tray run below uses the app's own settings.
+WEBKIT_DISABLE_COMPOSITING_MODE=0 GDK_GL="" TAURI_WEBVIEW_AUTOMATION=true WebKitWebDriver --port="$port" > "$E2E_ARTIFACTS/webkitwebdriver.log" 2>&1 &
 driver=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/status" >/dev/null && break; sleep 0.1; done
 WD_URL="http://127.0.0.1:$port" python3 "$HERE/webdriver_test.py" "$APP" || failed=1

@@ -5,8 +5,10 @@ busctl, stdlib only.
 Usage: tray_test.py APP_BINARY  inside a D-Bus session and a display, with KEYHAVEN_CONFIG /
 KEYHAVEN_DATA_DIR and a throwaway HOME. Checks: the status line follows the engine; Stop and
 Start flip the engine (seen through its HTTP control API); the routing submenu switches the mode
-and checks the current one; the "Restore clients on stop" item mirrors the setting; a second
-instance hands over and exits; Quit restores a routed client, exits with code 0 and leaves no
+and checks the current one; the "Restore clients on stop" item mirrors the setting; `--hidden`
+starts no WebKit process; Open dashboard shows the window, closing it (WM_DELETE_WINDOW, as a
+window manager's close button) ends the window's WebKit processes while the app stays in the tray,
+and Open dashboard builds it again; a second instance hands over and exits; Quit restores a routed client, exits with code 0 and leaves no
 process behind.
 """
 
@@ -17,7 +19,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import Checks, control_token, http_json, reachable, wait_for  # noqa: E402
+from common import Checks, child_processes, close_window, control_token, http_json, reachable, wait_for, window_ids  # noqa: E402
 
 OBJ = "/org/ayatana/NotificationItem/tray_icon_tray_app_keyhaven/Menu"
 
@@ -100,6 +102,11 @@ def visible_windows():
     return len(r.stdout.split())
 
 
+def webkit_children(pid):
+    """The names (`comm`, cut at 15 bytes: `WebKitWebProces`, `WebKitNetworkPr`) of the WebKit children."""
+    return sorted(name for name in child_processes(pid).values() if name.startswith("WebKit"))
+
+
 def enabled(svc, label):
     return layout(svc)[label][1].get("enabled", True)
 
@@ -125,10 +132,27 @@ def main():
         status, body = http_json("GET", f"{url}/api/status", token=token)
         c.check("the engine named in the tray answers", status == 200 and body["gatewayUrl"] == url, repr(body)[:200])
         c.check("Start is disabled and Stop enabled while running", not enabled(svc, "Start") and enabled(svc, "Stop"))
+        c.check("--hidden starts no WebKit process", webkit_children(app.pid) == [], repr(webkit_children(app.pid)))
+        opened = False
         if visible_windows() is not None or os.environ.get("KEYHAVEN_REQUIRE_TOOLS") == "1":
             c.check("--hidden starts in the tray without a window", visible_windows() == 0, repr(visible_windows()))
             click(svc, "Open dashboard")
             c.check("Open dashboard shows the window", wait_for(lambda: visible_windows() == 1, timeout=15), repr(visible_windows()))
+            web = wait_for(lambda: any(n.startswith("WebKitWebProc") for n in webkit_children(app.pid)), timeout=15)
+            c.check("the open window has its WebKit web process", web, repr(webkit_children(app.pid)))
+
+            # Close → reopen: the window is destroyed with its WebKit processes, then built again.
+            for xid in window_ids() or []:
+                close_window(xid)
+            c.check("closing the window unmaps it", wait_for(lambda: visible_windows() == 0, timeout=15), repr(visible_windows()))
+            gone = wait_for(lambda: webkit_children(app.pid) == [], timeout=30)
+            c.check("closing the window ends its WebKit web and network processes", gone, repr(webkit_children(app.pid)))
+            c.check("the app stays in the tray with the engine running", app.poll() is None and status_line(svc).startswith("Keyhaven: running on "), status_line(svc))
+            click(svc, "Open dashboard")
+            c.check("Open dashboard after a close builds the window again", wait_for(lambda: visible_windows() == 1, timeout=15), repr(visible_windows()))
+            web = wait_for(lambda: any(n.startswith("WebKitWebProc") for n in webkit_children(app.pid)), timeout=15)
+            c.check("…with a new WebKit web process", web, repr(webkit_children(app.pid)))
+            opened = True
 
         # Stop / Start.
         click(svc, "Stop")
@@ -168,7 +192,8 @@ def main():
         c.check("Restore clients on stop → the setting is on and the item checked", on and wait_for(lambda: checked(svc, "Restore clients on stop"), timeout=10))
 
         kids = children(app.pid)
-        c.check("the app has its WebKit helper processes", len(kids) > 0, repr(kids))
+        if opened:
+            c.check("the app has its WebKit helper processes", len(kids) > 0, repr(kids))
         click(svc, "Quit")
         try:
             code = app.wait(timeout=30)

@@ -6,18 +6,21 @@ TAURI_WEBVIEW_AUTOMATION=true) and KEYHAVEN_CONFIG / KEYHAVEN_DATA_DIR in the en
 app inherits them from the driver). Checks: the dashboard loads (real elements are visible and
 the engine bar says running); a command round-trips through the IPC transport and matches the
 engine's HTTP control API; a setting saved in the window reaches the engine; Stop and Start
-from the window flip the engine. Screenshots go to target/e2e-artifacts/.
+from the window flip the engine; after the window is closed (WM_DELETE_WINDOW, as a window
+manager's close button) a second instance opens a new one, and the dashboard loads in it.
+Screenshots go to target/e2e-artifacts/.
 """
 
 import base64
 import json
 import os
+import subprocess
 import sys
 import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import Checks, artifacts, control_token, http_json, reachable, wait_for  # noqa: E402
+from common import Checks, artifacts, close_window, control_token, http_json, reachable, wait_for, window_ids  # noqa: E402
 
 W3C_ELEMENT = "element-6066-11e4-a52e-4f735466cecf"
 
@@ -137,6 +140,27 @@ def main():
         reply = wd.js_async(INVOKE, "GET", "/api/app", None)
         new_url = reply.get("body", {}).get("gatewayUrl") if isinstance(reply, dict) else None
         c.check("Start in the window starts it again", running and new_url and reachable(new_url), repr(reply)[:200])
+
+        # Close → reopen: the window is destroyed; a second instance (as the tray's Open dashboard)
+        # builds a new one, which WebKit's automation lists as a new top-level browsing context.
+        closed_handle = wd.s("GET", "/window")
+        ids = window_ids()
+        c.check("the window is mapped (xdotool)", bool(ids), repr(ids))
+        for xid in ids or []:
+            close_window(xid)
+        c.check("closing the window unmaps it", wait_for(lambda: window_ids() == [], timeout=15), repr(window_ids()))
+        second = subprocess.run([binary], capture_output=True, timeout=60)
+        c.check("a second instance hands over (exit 0)", second.returncode == 0, f"rc={second.returncode}")
+        c.check("…and the window is back", wait_for(lambda: len(window_ids() or []) == 1, timeout=30), repr(window_ids()))
+        handle = wait_for(lambda: next((h for h in wd.s("GET", "/window/handles") if h != closed_handle), None), timeout=30)
+        c.check("the reopened window is a new browsing context", handle is not None)
+        wd.s("POST", "/window", {"handle": handle})
+        brand = wait_for(lambda: wd.text(".sidebar .brand"), timeout=30)
+        c.check("the dashboard loads in the reopened window", brand == "Keyhaven", repr(brand))
+        bar = wait_for(lambda: wd.js("return document.querySelector('.engine-bar')?.dataset.state") == "running", timeout=30)
+        reply = wd.js_async(INVOKE, "GET", "/api/status", None)
+        c.check("…with the engine bar running and IPC answering", bar and reply.get("status") == 200, repr(reply)[:200])
+        wd.screenshot("window-reopened.png")
     except Exception as e:  # noqa: BLE001 - any driver error is a failed check, not a traceback
         c.check("the WebDriver session ran to the end", False, str(e)[:500])
         try:

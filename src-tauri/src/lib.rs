@@ -2,7 +2,8 @@
 //! lifecycle (start, stop, drain, restore routed clients, error state) is
 //! `keyhaven::app::supervisor::Supervisor`; the window's one IPC command hands every control
 //! call to it ([`commands`]); the tray ([`tray`]) maps menu items to supervisor and control
-//! calls and follows the supervisor's status.
+//! calls and follows the supervisor's status. The dashboard window exists only while it is open
+//! ([`window`]): closing it destroys it and its WebKit processes.
 //!
 //! Where there is no display (Linux without `DISPLAY` and `WAYLAND_DISPLAY`, or `--headless`)
 //! the binary runs the headless engine with the web dashboard instead ([`headless`]).
@@ -15,6 +16,7 @@ mod commands;
 mod headless;
 mod host;
 mod tray;
+mod window;
 
 #[cfg(test)]
 mod tests;
@@ -99,7 +101,7 @@ fn run_app(args: &Args, logs: LogRing) -> anyhow::Result<()> {
     let hidden = args.hidden;
     let app = tauri::Builder::default()
         // First, so a second instance hands over before anything else starts.
-        .plugin(tauri_plugin_single_instance::init(|app, _argv, _cwd| show_window(app)))
+        .plugin(tauri_plugin_single_instance::init(|app, _argv, _cwd| window::open(app)))
         .plugin(tauri_plugin_autostart::Builder::new().arg("--hidden").build())
         .plugin(tauri_plugin_clipboard_manager::init())
         .invoke_handler(tauri::generate_handler![commands::control])
@@ -120,18 +122,19 @@ fn run_app(args: &Args, logs: LogRing) -> anyhow::Result<()> {
                 tray::refresh(&handle).await;
             });
             quit_on_signal(app.handle().clone());
+            // `--hidden` (start on login) builds no window: no WebKit process until it opens.
             if !hidden {
-                show_window(app.handle());
+                window::open(app.handle());
             }
             Ok(())
         })
-        .on_window_event(|window, event| {
-            // Closing the window hides it to the tray; Quit is in the tray menu.
-            if let WindowEvent::CloseRequested { api, .. } = event
-                && window.label() == MAIN_WINDOW
+        .on_window_event(|w, event| {
+            // Closing the window destroys it (and its webview); the app stays in the tray,
+            // and Quit is in the tray menu.
+            if let WindowEvent::Destroyed = event
+                && w.label() == MAIN_WINDOW
             {
-                api.prevent_close();
-                let _ = window.hide();
+                window::destroyed(w.app_handle());
             }
         })
         .build(context())?;
@@ -147,14 +150,6 @@ fn run_app(args: &Args, logs: LogRing) -> anyhow::Result<()> {
 /// The app's config and embedded dashboard (`tauri.conf.json` at the repository root).
 pub(crate) fn context() -> tauri::Context<tauri::Wry> {
     tauri::generate_context!("../tauri.conf.json")
-}
-
-pub(crate) fn show_window<R: tauri::Runtime>(app: &tauri::AppHandle<R>) {
-    if let Some(w) = app.get_webview_window(MAIN_WINDOW) {
-        let _ = w.show();
-        let _ = w.unminimize();
-        let _ = w.set_focus();
-    }
 }
 
 /// Quit: drains the engine (restoring routed clients when that setting is on), then exits 0.

@@ -218,7 +218,7 @@ fn on_menu<R: Runtime>(app: &AppHandle<R>, event: MenuEvent) {
     let app = app.clone();
     let id = event.id().as_ref().to_owned();
     match id.as_str() {
-        id::OPEN => crate::show_window(&app),
+        id::OPEN => crate::window::open(&app),
         id::QUIT => crate::quit(&app),
         id::COPY_URL => {
             if let Some(url) = supervisor.status().gateway_url
