@@ -163,11 +163,8 @@ fn run(conn: &Connection, wal_path: &Path, wal: &Wal, opts: CheckpointOptions, s
     let mut last_commit = Instant::now();
     // Whether the WAL may hold frames since the last TRUNCATE.
     let mut written = false;
-    loop {
-        match stopped.recv_timeout(tick) {
-            Err(RecvTimeoutError::Timeout) => {}
-            Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
-        }
+    // A message or a hang-up (the Store dropped its sender) stops the loop.
+    while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(tick) {
         let commits = wal.commits.load(Ordering::Acquire);
         if commits != seen {
             seen = commits;
