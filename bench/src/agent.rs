@@ -113,7 +113,10 @@ fn ms(d: Duration) -> f64 {
 /// Runs the phase and renders its report.
 pub async fn phase(turns: u32, conversations: u32, rss_kib: fn() -> Option<(u64, u64)>) -> anyhow::Result<String> {
     let dir = tempfile::tempdir()?;
-    let store = Arc::new(Store::open(&dir.path().join("agent.db"), StoreOptions::default())?);
+    let store = Arc::new(Store::open(
+        &dir.path().join("agent.db"),
+        StoreOptions { synchronous_full: true, ..StoreOptions::default() },
+    )?);
     let mut out = String::new();
     writeln!(out, "## Agent loop: {CALLS}-tool-call turns (in-process mock provider, instant tools)\n")?;
     writeln!(out, "| journal | turns | per tool round p50 | p99 | mean | whole turn p50 |")?;

@@ -77,9 +77,9 @@ struct Args {
     /// Delay between streamed text deltas.
     #[arg(long, default_value = "5ms", value_parser = parse_duration)]
     chunk_delay: Duration,
-    /// The call ledger's SQLite `synchronous` setting: `full` (the default; power-loss durable) or
-    /// `normal`.
-    #[arg(long, default_value = "full")]
+    /// The call ledger's SQLite `synchronous` setting: `normal` (the engine's default; survives a
+    /// crash of the process) or `full` (the power-loss option: the start is fsynced before the head).
+    #[arg(long, default_value = "normal")]
     synchronous: String,
     /// Per-request client timeout.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]

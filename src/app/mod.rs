@@ -213,8 +213,9 @@ impl Engine {
         let epoch = crate::clock::now_ms();
         let db = config.database_path.clone();
         let synchronous_full = config.file.server.synchronous == crate::config::Synchronous::Full;
+        let max_wal_bytes = u64::from(config.file.server.max_wal_mb.max(1)) * 1024 * 1024;
         let store = tokio::task::spawn_blocking(move || {
-            Store::open(&db, StoreOptions { epoch, synchronous_full, ..StoreOptions::default() })
+            Store::open(&db, StoreOptions { epoch, synchronous_full, max_wal_bytes, ..StoreOptions::default() })
         })
         .await
         .map_err(|e| EngineError::Catalog(format!("store open task failed: {e}")))??;

@@ -513,9 +513,15 @@ pub struct ServerConfig {
     /// Let `listen` be a non-loopback address (other machines reach the gateway). Needs
     /// `require_client_token = true` too; without both, such an address is refused.
     pub allow_remote: bool,
-    /// SQLite `synchronous` for the call ledger: `full` survives power loss (each commit is
-    /// fsynced), `normal` survives process crashes only but commits much faster.
+    /// SQLite `synchronous` for the call ledger. `normal` (the default): every commit is written
+    /// to the OS before the client sees a byte, so a crash or `kill -9` of Keyhaven loses no call
+    /// whose response head was sent; a power loss or OS crash may lose the last moments of calls
+    /// (never the database). `full`: every commit is also fsynced before the client sees a byte
+    /// (power-loss durable, at the cost of one fsync per call on the request path).
     pub synchronous: Synchronous,
+    /// The ledger's write-ahead log is emptied when it grows past this many MiB (the writer waits
+    /// for that one checkpoint; smaller checkpoints run beside it all the time).
+    pub max_wal_mb: u32,
     pub capture_bodies: bool,
     pub body_capture_limit: usize,
     pub max_request_bytes: usize,
@@ -533,7 +539,8 @@ impl Default for ServerConfig {
             record_calls: true,
             require_client_token: false,
             allow_remote: false,
-            synchronous: Synchronous::Full,
+            synchronous: Synchronous::Normal,
+            max_wal_mb: 64,
             capture_bodies: true,
             body_capture_limit: 64 * 1024,
             max_request_bytes: 32 * 1024 * 1024,
@@ -546,8 +553,8 @@ impl Default for ServerConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Synchronous {
-    #[default]
     Full,
+    #[default]
     Normal,
 }
 

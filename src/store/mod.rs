@@ -1,11 +1,14 @@
 //! The call store: every gateway call as a row in SQLite, plus a per-day usage rollup.
 //!
 //! This is the only module that speaks SQL. Writes go through one serial writer, a dedicated
-//! thread owning the read-write connection (WAL, `synchronous=FULL` by default), fed by a bounded
-//! queue. The writer drains what is queued into one transaction, commits, then resolves each
-//! command's [`Ack`]. Enqueuing never blocks: a full queue drops the record, resolves its ack to
-//! [`StoreError::QueueFull`] and counts it in [`Store::dropped`]. Reads use a separate read-only
-//! connection on tokio's blocking pool.
+//! thread owning the read-write connection (WAL, `synchronous=NORMAL` by default: a commit is a
+//! write(2) to the WAL, which survives the process being killed; `FULL` adds the fsync that
+//! survives power loss), fed by a bounded queue with a lane of its own for call starts. The
+//! writer commits queued starts first, in small transactions of their own, then the rest in
+//! batches, and resolves each command's [`Ack`] after its commit (see `writer`). WAL checkpoints
+//! run on a thread and connection of their own (see `checkpoint`). Enqueuing never blocks: a
+//! full queue drops the record, resolves its ack to [`StoreError::QueueFull`] and counts it in
+//! [`Store::dropped`]. Reads use a separate read-only connection on tokio's blocking pool.
 //!
 //! Semantics where a call's records arrive oddly:
 //! - a start for an id that exists is ignored;
@@ -20,7 +23,9 @@
 //! deleting calls leave it untouched. `latency_daily` has the same key plus a histogram bucket of
 //! `total_ms` ([`LATENCY_BOUNDS_MS`]), so latency percentiles never scan `calls` either.
 
+mod checkpoint;
 mod conversation;
+mod queue;
 mod read;
 mod schema;
 mod stats;
@@ -30,7 +35,6 @@ use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::thread::JoinHandle;
@@ -40,6 +44,8 @@ use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
 
 use crate::model::{CallFinish, CallStart, RunRecord, StoredMessage, ToolRoundRecord};
+use crate::store::checkpoint::{CheckpointOptions, Checkpointer, Wal};
+use crate::store::queue::{PushError, Queue};
 use crate::store::writer::{Command, Writer};
 
 pub use conversation::{CheckpointRecord, ConversationOp};
@@ -106,20 +112,33 @@ impl From<rusqlite::Error> for StoreError {
 
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
-    /// `synchronous=FULL` (durable across power loss) when true, `NORMAL` otherwise.
+    /// `synchronous=FULL` (each commit fsynced: durable across power loss) when true, `NORMAL`
+    /// otherwise (each commit written to the OS: durable when the process dies, not when the
+    /// machine loses power).
     pub synchronous_full: bool,
     /// Capacity of the write queue (at least 1).
     pub writer_queue: usize,
     /// This process's epoch (e.g. its start time in ms); stamped on every start row. In-flight rows
     /// with an older epoch are stale (see [`Store::interrupt_stale`]).
     pub epoch: i64,
-    /// The writer checkpoints the WAL (`TRUNCATE`) after this long without commands.
+    /// The WAL is emptied (`TRUNCATE` checkpoint) after this long without writes.
     pub idle_checkpoint: Duration,
+    /// How often the checkpointer copies the WAL into the database (`PASSIVE`) while writes come.
+    pub checkpoint_interval: Duration,
+    /// The WAL file size past which the checkpointer empties it (`TRUNCATE`, the writer waiting).
+    pub max_wal_bytes: u64,
 }
 
 impl Default for StoreOptions {
     fn default() -> StoreOptions {
-        StoreOptions { synchronous_full: true, writer_queue: 4096, epoch: 0, idle_checkpoint: Duration::from_secs(5) }
+        StoreOptions {
+            synchronous_full: false,
+            writer_queue: 4096,
+            epoch: 0,
+            idle_checkpoint: Duration::from_secs(5),
+            checkpoint_interval: Duration::from_millis(500),
+            max_wal_bytes: 64 * 1024 * 1024,
+        }
     }
 }
 
@@ -175,8 +194,9 @@ impl<T> Future for Ack<T> {
 /// The call store. Share it behind an `Arc`; dropping it stops the writer after it has applied
 /// everything already queued (the drop blocks for that long).
 pub struct Store {
-    tx: Option<SyncSender<Command>>,
+    queue: Arc<Queue>,
     writer: Option<JoinHandle<()>>,
+    checkpointer: Option<Checkpointer>,
     reader: Arc<Mutex<Connection>>,
     dropped: AtomicU64,
     /// Queue depth and commit times (the metrics endpoint reads them).
@@ -201,6 +221,10 @@ fn configure(conn: &Connection, opts: &StoreOptions, file_backed: bool) -> rusql
     }
     conn.pragma_update(None, "synchronous", if opts.synchronous_full { "FULL" } else { "NORMAL" })?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
+    if file_backed {
+        // Checkpoints are the checkpointer's job, never a commit's (see `checkpoint`).
+        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+    }
     Ok(())
 }
 
@@ -245,7 +269,19 @@ impl Store {
                     Ok(r)
                 })
                 .map_err(|e| open_err(format!("read connection: {e}")))?;
-        Store::start(Arc::new(Mutex::new(conn)), Arc::new(Mutex::new(reader)), true, opts, location)
+        let wal = Arc::new(Wal::default());
+        let checkpointer = Checkpointer::start(
+            path,
+            Arc::clone(&wal),
+            CheckpointOptions {
+                interval: opts.checkpoint_interval,
+                idle: opts.idle_checkpoint,
+                max_wal_bytes: opts.max_wal_bytes,
+                synchronous_full: opts.synchronous_full,
+            },
+        )
+        .map_err(|e| open_err(format!("checkpoint connection: {e}")))?;
+        Store::start(Arc::new(Mutex::new(conn)), Arc::new(Mutex::new(reader)), wal, Some(checkpointer), opts, location)
     }
 
     /// A private in-memory database (for tests). Reads share the writer's connection, so they see
@@ -256,33 +292,28 @@ impl Store {
         configure(&conn, &opts, false)?;
         schema::migrate(&mut conn, &location)?;
         let conn = Arc::new(Mutex::new(conn));
-        Store::start(Arc::clone(&conn), conn, false, opts, location)
+        Store::start(Arc::clone(&conn), conn, Arc::new(Wal::default()), None, opts, location)
     }
 
     fn start(
         conn: Arc<Mutex<Connection>>,
         reader: Arc<Mutex<Connection>>,
-        file_backed: bool,
+        wal: Arc<Wal>,
+        checkpointer: Option<Checkpointer>,
         opts: StoreOptions,
         location: String,
     ) -> Result<Store, StoreError> {
-        let (tx, rx) = std::sync::mpsc::sync_channel(opts.writer_queue.max(1));
+        let queue = Arc::new(Queue::new(opts.writer_queue));
         let stats = Arc::new(stats::WriterStats::default());
-        let writer = Writer {
-            conn,
-            rx,
-            epoch: opts.epoch,
-            file_backed,
-            idle_checkpoint: opts.idle_checkpoint,
-            stats: stats.clone(),
-        };
+        let writer = Writer { conn, queue: Arc::clone(&queue), epoch: opts.epoch, wal, stats: stats.clone() };
         let handle = std::thread::Builder::new()
             .name("keyhaven-store".into())
             .spawn(move || writer.run())
             .map_err(|e| StoreError::Task(format!("cannot start the store writer: {e}")))?;
         Ok(Store {
-            tx: Some(tx),
+            queue,
             writer: Some(handle),
+            checkpointer,
             reader,
             dropped: AtomicU64::new(0),
             stats,
@@ -303,26 +334,19 @@ impl Store {
 
     /// The writer's queue depth and commit times, and the records dropped (metrics).
     pub fn ledger_stats(&self) -> LedgerSnapshot {
-        self.stats.snapshot(self.dropped())
+        self.stats.snapshot(self.dropped(), u64::try_from(self.queue.len()).unwrap_or(u64::MAX))
     }
 
     fn submit<T>(&self, make: impl FnOnce(writer::Reply<T>) -> Command) -> Ack<T> {
-        let Some(tx) = &self.tx else { return Ack::ready(Err(StoreError::Closed)) };
         let (reply, rx) = oneshot::channel();
-        // Counted before the send, so the writer never takes out what was not yet counted in.
-        self.stats.enqueued();
-        match tx.try_send(make(reply)) {
+        match self.queue.push(make(reply)) {
             Ok(()) => Ack { state: AckState::Pending(rx) },
-            Err(TrySendError::Full(cmd)) => {
-                self.stats.dequeued();
+            Err(PushError::Full(cmd)) => {
                 let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
                 tracing::warn!(command = cmd.name(), dropped, "store write queue full; record dropped");
                 Ack::ready(Err(StoreError::QueueFull))
             }
-            Err(TrySendError::Disconnected(_)) => {
-                self.stats.dequeued();
-                Ack::ready(Err(StoreError::Closed))
-            }
+            Err(PushError::Closed) => Ack::ready(Err(StoreError::Closed)),
         }
     }
 
@@ -410,28 +434,29 @@ impl Store {
 
     /// Stops the writer after it has applied everything queued, and waits for it.
     pub fn close(mut self) -> Result<(), StoreError> {
-        if let Some(tx) = self.tx.take() {
-            let (reply, _rx) = oneshot::channel();
-            // A blocking send: shutdown must not be dropped for a full queue. The writer drains.
-            let _ = tx.send(Command::Shutdown(reply));
-        }
+        let (reply, _rx) = oneshot::channel();
+        // Shutdown is queued even when the queue is full; the writer drains.
+        let _ = self.queue.push_always(Command::Shutdown(reply));
         self.join()
     }
 
+    /// Stops the writer once it has applied what is queued, then the checkpointer (after its last
+    /// checkpoint), and waits for both.
     fn join(&mut self) -> Result<(), StoreError> {
-        self.tx = None;
-        match self.writer.take() {
+        self.queue.close();
+        let writer = match self.writer.take() {
             Some(handle) => handle.join().map_err(|_| StoreError::Task("the store writer panicked".into())),
             None => Ok(()),
-        }
+        };
+        let checkpointer = self.checkpointer.take().map_or(Ok(()), |mut c| c.stop());
+        writer.and(checkpointer)
     }
 
     #[cfg(test)]
     pub(crate) fn pause_writer(&self) -> PauseGuard {
         let (paused_tx, paused_rx) = std::sync::mpsc::channel();
         let (release, release_rx) = std::sync::mpsc::channel();
-        if let Some(tx) = &self.tx {
-            let _ = tx.send(Command::Pause { paused: paused_tx, release: release_rx });
+        if self.queue.push_always(Command::Pause { paused: paused_tx, release: release_rx }).is_ok() {
             let _ = paused_rx.recv();
         }
         PauseGuard { _release: release }
@@ -560,8 +585,8 @@ impl Store {
 
 impl Drop for Store {
     fn drop(&mut self) {
-        if self.join().is_err() {
-            tracing::warn!("the store writer panicked");
+        if let Err(e) = self.join() {
+            tracing::warn!(error = %e, "store stopped uncleanly");
         }
     }
 }

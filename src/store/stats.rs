@@ -1,6 +1,6 @@
-//! Cheap counters of the writer's health for the metrics endpoint: how many commands wait in the
-//! queue and how long each batch commit took (a fixed-bucket histogram of atomics). Updated by
-//! [`Store::submit`](crate::store::Store) and the writer thread; read without locks.
+//! Cheap counters of the writer's health for the metrics endpoint: how long each transaction's
+//! commit took (a fixed-bucket histogram of atomics), updated by the writer thread and read
+//! without locks. The queue depth is the queue's own length.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -12,24 +12,12 @@ pub const COMMIT_BOUNDS_SECONDS: [f64; 12] =
 /// The writer's counters, shared by the store handle and its writer thread.
 #[derive(Debug, Default)]
 pub struct WriterStats {
-    queued: AtomicU64,
     commits: AtomicU64,
     commit_micros: AtomicU64,
     buckets: [AtomicU64; COMMIT_BOUNDS_SECONDS.len() + 1],
 }
 
 impl WriterStats {
-    /// A command entered the queue.
-    pub(crate) fn enqueued(&self) {
-        self.queued.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// The writer took a command off the queue.
-    pub(crate) fn dequeued(&self) {
-        // Never below zero, even if a command was counted out twice.
-        let _ = self.queued.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| Some(q.saturating_sub(1)));
-    }
-
     /// One batch was committed (or failed to commit) after `took`.
     pub(crate) fn committed(&self, took: Duration) {
         let secs = took.as_secs_f64();
@@ -39,7 +27,7 @@ impl WriterStats {
         self.commits.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn snapshot(&self, dropped: u64) -> LedgerSnapshot {
+    pub(crate) fn snapshot(&self, dropped: u64, queue_depth: u64) -> LedgerSnapshot {
         let mut cumulative = 0;
         let buckets = COMMIT_BOUNDS_SECONDS
             .iter()
@@ -50,7 +38,7 @@ impl WriterStats {
             })
             .collect();
         LedgerSnapshot {
-            queue_depth: self.queued.load(Ordering::Relaxed),
+            queue_depth,
             dropped,
             commits: self.commits.load(Ordering::Relaxed),
             commit_seconds_sum: self.commit_micros.load(Ordering::Relaxed) as f64 / 1e6,

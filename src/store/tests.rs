@@ -585,6 +585,72 @@ async fn ledger_stats_show_the_queue_and_the_commits() {
 }
 
 #[tokio::test]
+async fn queued_starts_commit_ahead_of_the_finishes_queued_before_them() {
+    let store = Store::open_in_memory(opts(1)).expect("open");
+    let pause = store.pause_writer();
+    let mut acks = Vec::new();
+    for i in 0..5 {
+        acks.push(store.record_finish(finish(&format!("f{i}"), DAY0 + 100, CallStatus::Ok, 1)));
+    }
+    acks.push(store.record_start(start("s1", DAY0, "m")));
+    acks.push(store.record_finish(finish("f5", DAY0 + 100, CallStatus::Ok, 1)));
+    acks.push(store.record_start(start("s2", DAY0, "m")));
+    drop(pause);
+    for ack in acks {
+        ack.await.expect("committed");
+    }
+    // A finish without a start inserts its row, so the rowids give the order rows were written in.
+    let order: Vec<String> = store.with_read_conn(|c| {
+        c.prepare("SELECT id FROM calls ORDER BY rowid")
+            .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+            .expect("ids")
+    });
+    assert_eq!(order, ["s1", "s2", "f0", "f1", "f2", "f3", "f4", "f5"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_checkpointer_empties_a_wal_past_its_cap_without_waiting_for_idle() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = db_path(&dir);
+    let cap = 256 * 1024;
+    let store = Store::open(
+        &path,
+        StoreOptions {
+            max_wal_bytes: cap,
+            checkpoint_interval: Duration::from_millis(5),
+            // Only the cap can empty the WAL in this test.
+            idle_checkpoint: Duration::from_secs(3600),
+            ..opts(1)
+        },
+    )
+    .expect("open");
+    let wal = path.with_extension("db-wal");
+    let body = "x".repeat(16 * 1024);
+    // 300 calls with 16 KiB bodies: several MB through the WAL, many times the cap.
+    for i in 0..300 {
+        let id = format!("w{i}");
+        let s = CallStart { request_body: Some(body.clone()), ..start(&id, DAY0 + i, "m") };
+        let started = store.record_start(s);
+        let finished = store.record_finish(finish(&id, DAY0 + i + 34, CallStatus::Ok, 1));
+        started.await.expect("start");
+        finished.await.expect("finish");
+    }
+    let mut size = u64::MAX;
+    for _ in 0..200 {
+        size = std::fs::metadata(&wal).map_or(0, |m| m.len());
+        if size <= cap {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(size <= cap, "the WAL stays at {size} bytes (cap {cap})");
+    assert_eq!(store.count_calls().await.expect("count"), 300);
+    store.close().expect("close");
+    let ok: String = raw(&path).query_row("PRAGMA integrity_check", [], |r| r.get(0)).expect("check");
+    assert_eq!(ok, "ok");
+}
+
+#[tokio::test]
 async fn an_unwritable_location_is_a_clear_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     // A parent that is a file: fails for every user, root included.
@@ -670,14 +736,13 @@ async fn a_full_disk_fails_only_the_affected_records_and_the_writer_keeps_going(
     store.with_read_conn(|c| c.pragma_update(None, "max_page_count", pages)).expect("cap size");
     let big = |id: &str| CallStart { request_body: Some("x".repeat(256 * 1024)), ..start(id, DAY0, "m") };
 
-    // One batch: the big record does not fit. SQLite rolls back the whole transaction on a full
-    // disk, so every record of the batch fails with that error.
+    // One transaction (the queued starts commit together): the big record does not fit. SQLite
+    // rolls back the whole transaction on a full disk, so every start of it fails with that error.
     let pause = store.pause_writer();
-    let small = store.record_finish(finish("before", DAY0 + 34, CallStatus::Ok, 1));
     let huge = store.record_start(big("huge"));
     let later = store.record_start(start("later", DAY0, "m"));
     drop(pause);
-    for ack in [small, huge, later] {
+    for ack in [huge, later] {
         let err = ack.await.expect_err("must fail");
         assert_eq!(err.kind(), "sqlite");
         assert!(err.to_string().contains("full"), "{err}");

@@ -1,19 +1,26 @@
-//! The single serial writer: a dedicated thread that owns the read-write connection, drains the
-//! command queue in batches, applies each batch in one `BEGIN IMMEDIATE` transaction and acks
-//! every command after the commit.
+//! The single serial writer: a dedicated thread that owns the read-write connection and applies
+//! queued commands in transactions, acking every command after its commit.
+//!
+//! Call starts come first: each turn of the loop commits every queued start in one small
+//! transaction of its own, then applies the other commands (finishes and their rollups, transcript
+//! writes, retention) in a second transaction that stops taking commands as soon as a start is
+//! queued, so a start waits behind at most the one command being applied and that commit. The
+//! writer never checkpoints the WAL (`wal_autocheckpoint = 0`): `checkpoint` does, on its own
+//! connection and thread.
 //!
 //! Each command runs inside its own savepoint, so one bad command fails alone; a failed commit
-//! (disk full, I/O error) fails every command of the batch. The thread survives both.
+//! (disk full, I/O error) fails every command of its transaction. The thread survives both.
 
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use rusqlite::{Connection, Transaction, TransactionBehavior, named_params};
 use tokio::sync::oneshot;
 
 use crate::model::{CallFinish, CallStart, CallStatus};
+use crate::store::checkpoint::Wal;
 use crate::store::conversation::{self, ConversationOp};
+use crate::store::queue::{Queue, Wake};
 use crate::store::{LATENCY_BOUNDS_MS, StoreError};
 
 /// The most commands applied in one transaction.
@@ -38,7 +45,7 @@ pub(crate) enum Command {
     #[cfg(test)]
     Pause {
         paused: std::sync::mpsc::Sender<()>,
-        release: Receiver<()>,
+        release: std::sync::mpsc::Receiver<()>,
     },
 }
 
@@ -104,62 +111,50 @@ impl Done {
 
 pub(crate) struct Writer {
     pub(crate) conn: Arc<Mutex<Connection>>,
-    pub(crate) rx: Receiver<Command>,
+    pub(crate) queue: Arc<Queue>,
     pub(crate) epoch: i64,
-    /// Whether the database is a file (WAL checkpoints apply).
-    pub(crate) file_backed: bool,
-    /// Idle time after which the WAL is checkpointed.
-    pub(crate) idle_checkpoint: Duration,
-    /// Queue depth and commit times (metrics).
+    /// Shared with the checkpointer: the commit count and the gate held across each transaction.
+    pub(crate) wal: Arc<Wal>,
+    /// Commit times (metrics).
     pub(crate) stats: Arc<crate::store::stats::WriterStats>,
 }
 
 impl Writer {
     pub(crate) fn run(self) {
-        let mut dirty = false;
         let mut shutting_down = false;
         loop {
-            let first = if shutting_down {
-                match self.rx.try_recv() {
-                    Ok(c) => c,
-                    Err(_) => break,
-                }
-            } else {
-                match self.rx.recv_timeout(self.idle_checkpoint) {
-                    Ok(c) => c,
-                    Err(RecvTimeoutError::Timeout) => {
-                        if dirty {
-                            self.checkpoint();
-                            dirty = false;
-                        }
-                        continue;
-                    }
-                    Err(RecvTimeoutError::Disconnected) => break,
-                }
-            };
-            let mut batch = Vec::new();
-            self.stats.dequeued();
-            collect(first, &mut batch);
-            while batch.len() < MAX_BATCH {
-                match self.rx.try_recv() {
-                    Ok(c) => {
-                        self.stats.dequeued();
-                        collect(c, &mut batch);
-                    }
-                    Err(_) => break,
-                }
+            if shutting_down && self.queue.is_empty() {
+                break;
             }
-            if batch.is_empty() {
+            if let Wake::Closed = self.queue.wait() {
+                break;
+            }
+            #[cfg(test)]
+            if let Some(Command::Pause { paused, release }) = self.queue.take_pause() {
+                let _ = paused.send(());
+                let _ = release.recv();
                 continue;
             }
-            shutting_down |= batch.iter().any(|c| matches!(c, Command::Shutdown(_)));
-            let began = std::time::Instant::now();
-            self.execute(batch);
-            self.stats.committed(began.elapsed());
-            dirty = true;
-        }
-        if dirty {
-            self.checkpoint();
+            let starts = self.queue.take_starts(MAX_BATCH);
+            if !starts.is_empty() {
+                let mut starts = starts.into_iter();
+                if let Some(err) = self.execute(|| starts.next(), &mut shutting_down) {
+                    // The transaction rolled back: the starts not yet applied fail with it.
+                    starts.for_each(|cmd| cmd.fail(err.clone()));
+                }
+            }
+            let mut taken = 0;
+            // A rollback leaves the commands not yet taken queued for the next transaction.
+            let _ = self.execute(
+                || {
+                    if taken == MAX_BATCH {
+                        return None;
+                    }
+                    taken += 1;
+                    self.queue.pop_rest()
+                },
+                &mut shutting_down,
+            );
         }
         tracing::debug!("store writer stopped");
     }
@@ -168,33 +163,26 @@ impl Writer {
         self.conn.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn checkpoint(&self) {
-        if !self.file_backed {
-            return;
-        }
-        let conn = self.lock();
-        if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
-            tracing::warn!(error = %e, "store WAL checkpoint failed");
-        }
-    }
-
-    fn execute(&self, batch: Vec<Command>) {
+    /// Applies the commands `next` yields in one transaction (none: no transaction). Returns the
+    /// error when the transaction rolled back before `next` ran dry.
+    fn execute(&self, mut next: impl FnMut() -> Option<Command>, shutting_down: &mut bool) -> Option<StoreError> {
+        let first = next()?;
+        let began = std::time::Instant::now();
+        let pass = self.wal.gate.transaction();
         let mut conn = self.lock();
         let mut tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
             Ok(tx) => tx,
             Err(e) => {
                 let err = StoreError::from(e);
-                tracing::warn!(error = %err, commands = batch.len(), "store write batch failed to begin");
-                for cmd in batch {
-                    cmd.fail(err.clone());
-                }
-                return;
+                tracing::warn!(error = %err, "store write transaction failed to begin");
+                first.fail(err.clone());
+                return Some(err);
             }
         };
-        let mut done = Vec::with_capacity(batch.len());
-        let mut batch = batch.into_iter();
-        while let Some(cmd) = batch.next() {
-            let applied = match cmd {
+        let mut done = Vec::new();
+        let mut cmd = Some(first);
+        while let Some(c) = cmd.take().or_else(&mut next) {
+            let applied = match c {
                 Command::Start(start, r) => {
                     Done::Unit(r, in_savepoint(&mut tx, |t| insert_start(t, &start, self.epoch)))
                 }
@@ -207,41 +195,39 @@ impl Writer {
                 Command::Conversation(op, r) => {
                     Done::Count(r, in_savepoint(&mut tx, |t| conversation::apply(t, &op, self.epoch)))
                 }
-                Command::Flush(r) | Command::Shutdown(r) => Done::Unit(r, Ok(())),
+                Command::Flush(r) => Done::Unit(r, Ok(())),
+                Command::Shutdown(r) => {
+                    *shutting_down = true;
+                    Done::Unit(r, Ok(()))
+                }
                 #[cfg(test)]
                 Command::Pause { .. } => continue,
             };
             // Some errors (disk full, I/O) make SQLite roll back the whole transaction. Then nothing
-            // of this batch is committed: fail it all rather than run the rest outside a transaction.
+            // of it is committed: fail it all rather than run the rest outside a transaction.
             if let Some(err) = applied.error().filter(|_| tx.is_autocommit()) {
-                tracing::warn!(error = %err, commands = done.len() + 1 + batch.len(), "store write batch rolled back");
+                tracing::warn!(error = %err, commands = done.len() + 1, "store write transaction rolled back");
                 done.push(applied);
                 done.into_iter().for_each(|d| d.send(Err(&err)));
-                batch.for_each(|cmd| cmd.fail(err.clone()));
-                return;
+                return Some(err);
             }
             done.push(applied);
         }
-        match tx.commit() {
+        let committed = tx.commit();
+        drop(conn);
+        drop(pass);
+        self.wal.commits.fetch_add(1, Ordering::Release);
+        self.stats.committed(began.elapsed());
+        match committed {
             Ok(()) => done.into_iter().for_each(|d| d.send(Ok(()))),
             Err(e) => {
                 let err = StoreError::from(e);
-                tracing::warn!(error = %err, commands = done.len(), "store write batch failed to commit");
+                tracing::warn!(error = %err, commands = done.len(), "store write transaction failed to commit");
                 done.into_iter().for_each(|d| d.send(Err(&err)));
             }
         }
+        None
     }
-}
-
-/// Adds `cmd` to the batch (or, for the test pause hook, blocks right away).
-fn collect(cmd: Command, batch: &mut Vec<Command>) {
-    #[cfg(test)]
-    if let Command::Pause { paused, release } = cmd {
-        let _ = paused.send(());
-        let _ = release.recv();
-        return;
-    }
-    batch.push(cmd);
 }
 
 /// Runs `f` in a savepoint of `tx`: on error only its own changes roll back.

@@ -121,3 +121,84 @@ async fn kill_9_loses_no_finished_call() {
     drop(open_responses);
     tokio::time::sleep(Duration::from_millis(10)).await;
 }
+
+/// kill -9 under sustained load while the checkpointer works: the WAL is capped at 1 MB, so the
+/// checkpointer copies and empties it again and again during the load (seen as the `-wal` file
+/// shrinking). Every call whose response head reached a client has its row afterwards, finished
+/// or interrupted, and the database is intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_under_load_while_the_wal_is_checkpointed_loses_no_call_whose_head_was_sent() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    let mock = MockUpstream::start().await;
+    mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)));
+    let dir = tempfile::tempdir().expect("dir");
+    let config = dir.path().join("config.toml");
+    let text = config_text(&mock.url(), "max_wal_mb = 1").replace("keyring:test-key", "env:KH_TEST_KEY")
+        + "\n[proxy]\nlisten = \"127.0.0.1:0\"\n";
+    std::fs::write(&config, text).expect("config");
+    let data = dir.path().join("data");
+    let (mut child, addr) = spawn_engine(&config, &data);
+
+    // 16 KB of request body per call (captured in the row) so the WAL fills quickly.
+    let mut body = request(Client::Openai, "oa-model", false, Case::Text);
+    body["messages"][1]["content"] = serde_json::Value::String("Hi ".repeat(5500));
+    let heads = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let http = reqwest::Client::new();
+    let mut workers = Vec::new();
+    for _ in 0..8 {
+        let (http, body, heads, stop) = (http.clone(), body.clone(), Arc::clone(&heads), Arc::clone(&stop));
+        let url = format!("http://{addr}/v1/chat/completions");
+        workers.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let Ok(resp) = http.post(&url).json(&body).send().await else { break };
+                // The head reached this client: from here on the call must have a row.
+                if let Some(id) = resp.headers().get("x-request-id").and_then(|v| v.to_str().ok()) {
+                    heads.lock().expect("heads").push(id.to_owned());
+                }
+                let _ = resp.bytes().await;
+            }
+        }));
+    }
+    // Wait until the checkpointer has emptied the WAL a few times under load, then kill.
+    let wal = data.join("keyhaven.db-wal");
+    let (mut emptied, mut last) = (0, 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while emptied < 3 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let size = std::fs::metadata(&wal).map_or(0, |m| m.len());
+        if size < last {
+            emptied += 1;
+        }
+        last = size;
+    }
+    assert!(emptied >= 3, "the WAL was emptied {emptied} times under load");
+    child.kill().expect("kill -9");
+    let _ = child.wait();
+    stop.store(true, Ordering::Relaxed);
+    for w in workers {
+        let _ = w.await;
+    }
+    let heads = heads.lock().expect("heads").clone();
+    assert!(heads.len() >= 50, "only {} calls got their head", heads.len());
+
+    let (mut child, _addr) = spawn_engine(&config, &data);
+    child.kill().expect("kill");
+    let _ = child.wait();
+    let db = data.join("keyhaven.db");
+    let conn = rusqlite::Connection::open(&db).expect("open the database");
+    let mut status = conn.prepare("SELECT status FROM calls WHERE id = ?1").expect("prepare");
+    for id in &heads {
+        let s: Option<String> = status.query_row([id], |r| r.get(0)).ok();
+        let s = s.unwrap_or_else(|| panic!("call {id} reached its client but has no row"));
+        assert!(s == "ok" || s == "interrupted", "{id}: {s}");
+    }
+    drop(status);
+    let in_flight: i64 =
+        conn.query_row("SELECT COUNT(*) FROM calls WHERE status = 'in_flight'", [], |r| r.get(0)).expect("count");
+    assert_eq!(in_flight, 0, "the restart marks every in-flight row interrupted");
+    let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).expect("integrity check");
+    assert_eq!(check, "ok");
+}
