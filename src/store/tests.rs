@@ -911,7 +911,7 @@ fn migration_0010_backfills_the_cost_source_of_older_rows() {
     let path = dir.path().join("old.db");
     {
         let conn = rusqlite::Connection::open(&path).expect("open");
-        // Up to migration 8, as an older build left it (0009 belongs to another branch).
+        // Up to migration 8, as an older build left it.
         for sql in [
             include_str!("migrations/0001_create_calls.sql"),
             include_str!("migrations/0002_create_usage_daily.sql"),
