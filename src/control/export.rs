@@ -161,6 +161,8 @@ pub struct CallRow {
     pub conversation_id: Option<String>,
     pub request_id: Option<String>,
     pub session_id: Option<String>,
+    /// The cheaper model or group a budget sent the call to (`model` is what the client asked for).
+    pub budget_downgrade: Option<String>,
 }
 
 impl From<CallSummary> for CallRow {
@@ -195,6 +197,7 @@ impl From<CallSummary> for CallRow {
             conversation_id: c.conversation_id,
             request_id: c.request_id,
             session_id: c.session_id,
+            budget_downgrade: c.budget_downgrade,
         }
     }
 }
@@ -252,7 +255,7 @@ fn csv_err(e: csv::Error) -> ControlError {
     ControlError::Internal(format!("CSV: {e}"))
 }
 
-const CALL_HEADER: [&str; 29] = [
+const CALL_HEADER: [&str; 30] = [
     "id",
     "started_at",
     "finished_at",
@@ -282,6 +285,7 @@ const CALL_HEADER: [&str; 29] = [
     "conversation_id",
     "request_id",
     "session_id",
+    "budget_downgrade",
 ];
 
 fn call_record(r: &CallRow) -> Vec<String> {
@@ -317,6 +321,7 @@ fn call_record(r: &CallRow) -> Vec<String> {
         text_opt(&r.conversation_id),
         text_opt(&r.request_id),
         text_opt(&r.session_id),
+        text_opt(&r.budget_downgrade),
     ]
 }
 

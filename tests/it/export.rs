@@ -76,6 +76,7 @@ async fn exports_and_cost_sources_match_the_ledger() {
         assert_eq!(col(&headers, rec, "id"), row.id);
         assert_eq!(col(&headers, rec, "status"), row.status.as_str());
         assert_eq!(col(&headers, rec, "cost_source"), row.cost_source.map_or("", CostSource::as_str));
+        assert_eq!(col(&headers, rec, "budget_downgrade"), row.budget_downgrade.as_deref().unwrap_or(""));
         assert_eq!(col(&headers, rec, "input_tokens"), row.usage.input_tokens.to_string());
         assert_eq!(col(&headers, rec, "output_tokens"), row.usage.output_tokens.to_string());
         assert_eq!(col(&headers, rec, "cost_usd"), usd(row.cost_micros.expect("cost")));
