@@ -99,17 +99,15 @@ fn body(target: &Target, stream: bool) -> Vec<u8> {
     v.to_string().into_bytes()
 }
 
-/// Sends `rate` requests per second for `warmup + duration`; only those scheduled after the
-/// warm-up are recorded. Waits for the stragglers (each bounded by the client's timeout).
-pub async fn open_loop(
-    client: &reqwest::Client,
-    target: &Target,
-    rate: u32,
-    warmup: Duration,
-    duration: Duration,
-) -> Samples {
-    let samples = Arc::new(Mutex::new(Samples::default()));
-    let payload = bytes::Bytes::from(body(target, false));
+/// The open-loop schedule both drivers share: `launch(scheduled, record)` is spawned `rate` times a
+/// second for `warmup + duration` (missed ticks burst, so a driver behind schedule catches up and
+/// the lateness counts as latency); `record` is false during the warm-up. Waits for the
+/// stragglers (each bounded by the client's timeout).
+async fn schedule<F, Fut>(rate: u32, warmup: Duration, duration: Duration, mut launch: F)
+where
+    F: FnMut(tokio::time::Instant, bool) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let period = Duration::from_secs_f64(1.0 / f64::from(rate.max(1)));
     let start = tokio::time::Instant::now() + Duration::from_millis(10);
     let record_from = start + warmup;
@@ -122,10 +120,28 @@ pub async fn open_loop(
         if scheduled >= end {
             break;
         }
-        let record = scheduled >= record_from;
+        tasks.spawn(launch(scheduled, scheduled >= record_from));
+        // Reap finished tasks as we go so the set stays small.
+        while tasks.try_join_next().is_some() {}
+    }
+    while tasks.join_next().await.is_some() {}
+}
+
+/// Sends `rate` requests per second for `warmup + duration`; only those scheduled after the
+/// warm-up are recorded. Waits for the stragglers (each bounded by the client's timeout).
+pub async fn open_loop(
+    client: &reqwest::Client,
+    target: &Target,
+    rate: u32,
+    warmup: Duration,
+    duration: Duration,
+) -> Samples {
+    let samples = Arc::new(Mutex::new(Samples::default()));
+    let payload = bytes::Bytes::from(body(target, false));
+    schedule(rate, warmup, duration, |scheduled, record| {
         let (client, url, payload, samples) = (client.clone(), target.url.clone(), payload.clone(), samples.clone());
         let anthropic = target.anthropic;
-        tasks.spawn(async move {
+        async move {
             let result = one_request(&client, &url, payload, anthropic).await;
             if !record {
                 return;
@@ -139,11 +155,9 @@ pub async fn open_loop(
                 }
                 Err(e) => s.error(e),
             }
-        });
-        // Reap finished tasks as we go so the set stays small.
-        while tasks.try_join_next().is_some() {}
-    }
-    while tasks.join_next().await.is_some() {}
+        }
+    })
+    .await;
     Arc::try_unwrap(samples).map(Mutex::into_inner).unwrap_or_default()
 }
 
@@ -240,21 +254,9 @@ pub async fn open_loop_streaming(
 ) -> StreamSamples {
     let samples = Arc::new(Mutex::new(StreamSamples::default()));
     let payload = bytes::Bytes::from(body(target, true));
-    let period = Duration::from_secs_f64(1.0 / f64::from(rate.max(1)));
-    let start = tokio::time::Instant::now() + Duration::from_millis(10);
-    let record_from = start + warmup;
-    let end = record_from + duration;
-    let mut ticks = tokio::time::interval_at(start, period);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let mut tasks = tokio::task::JoinSet::new();
-    loop {
-        let scheduled = ticks.tick().await;
-        if scheduled >= end {
-            break;
-        }
-        let record = scheduled >= record_from;
+    schedule(rate, warmup, duration, |scheduled, record| {
         let (client, url, payload, samples) = (client.clone(), target.url.clone(), payload.clone(), samples.clone());
-        tasks.spawn(async move {
+        async move {
             let result = one_stream(&client, &url, payload, chunks, Some(scheduled.into_std())).await;
             if !record {
                 return;
@@ -271,10 +273,9 @@ pub async fn open_loop_streaming(
                     s.first_error.get_or_insert(e);
                 }
             }
-        });
-        while tasks.try_join_next().is_some() {}
-    }
-    while tasks.join_next().await.is_some() {}
+        }
+    })
+    .await;
     Arc::try_unwrap(samples).map(Mutex::into_inner).unwrap_or_default()
 }
 
