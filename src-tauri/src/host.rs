@@ -46,6 +46,18 @@ pub fn host() -> Host {
     }
 }
 
+/// The XDG autostart folders: the user's (`$XDG_CONFIG_HOME/autostart`) and the system's
+/// (`<dir>/autostart` for each of `$XDG_CONFIG_DIRS`, default `/etc/xdg`). Elsewhere none: the
+/// plugin's own entry is the whole story there.
+pub fn autostart_dirs() -> (PathBuf, Vec<PathBuf>) {
+    let home = directories::BaseDirs::new().map(|b| b.config_dir().to_path_buf()).unwrap_or_default();
+    if !cfg!(target_os = "linux") {
+        return (home.join("autostart"), Vec::new());
+    }
+    let system = std::env::var("XDG_CONFIG_DIRS").ok().filter(|v| !v.is_empty()).unwrap_or_else(|| "/etc/xdg".into());
+    (home.join("autostart"), std::env::split_paths(&system).map(|d| d.join("autostart")).collect())
+}
+
 pub fn paths(args: &Args) -> anyhow::Result<Paths> {
     Ok(host().paths(args.config.clone(), args.data_dir.clone())?)
 }

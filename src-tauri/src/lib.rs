@@ -102,7 +102,7 @@ fn run_app(args: &Args, logs: LogRing) -> anyhow::Result<()> {
     let app = tauri::Builder::default()
         // First, so a second instance hands over before anything else starts.
         .plugin(tauri_plugin_single_instance::init(|app, _argv, _cwd| window::open(app)))
-        .plugin(tauri_plugin_autostart::Builder::new().arg("--hidden").build())
+        .plugin(tauri_plugin_autostart::Builder::new().app_name(autostart::ENTRY_NAME).arg("--hidden").build())
         .plugin(tauri_plugin_clipboard_manager::init())
         .invoke_handler(tauri::generate_handler![commands::control])
         .setup(move |app| {
@@ -111,7 +111,11 @@ fn run_app(args: &Args, logs: LogRing) -> anyhow::Result<()> {
                 secrets: host::secrets(),
                 extras,
                 grace: GRACE,
-                autostart: Some(Arc::new(autostart::Login(app.handle().clone()))),
+                autostart: Some(Arc::new(autostart::Xdg {
+                    inner: autostart::Login(app.handle().clone()),
+                    user_dir: host::autostart_dirs().0,
+                    system_dirs: host::autostart_dirs().1,
+                })),
             });
             app.manage(supervisor.clone());
             tray::install(app.handle())?;
