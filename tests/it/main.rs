@@ -24,6 +24,7 @@ mod export;
 mod faults;
 #[cfg(unix)]
 mod files;
+mod fim;
 mod interaction;
 mod interrupt;
 mod key_origins;
