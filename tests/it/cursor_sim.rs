@@ -53,9 +53,9 @@ pub(crate) fn official_server_config() -> Vec<u8> {
 /// What the test official host saw.
 #[derive(Debug, Clone)]
 pub(crate) struct Seen {
-    path: String,
-    headers: http::HeaderMap,
-    body: Bytes,
+    pub(crate) path: String,
+    pub(crate) headers: http::HeaderMap,
+    pub(crate) body: Bytes,
 }
 
 /// A TLS "official host" that records each request and echoes its body back (`Run` streams
@@ -153,7 +153,7 @@ pub(crate) async fn sim_with(tables: &str, an_model: &str) -> Sim {
     let text = config_text(&mock.url(), "")
         .replace("name = \"an-model\"\n", &format!("name = \"an-model\"\n{an_model}\n"))
         + "\n[agent]\nblob_ack_timeout = 50\n"
-        + tables;
+        + &tables.replace("{MOCK}", &mock.url());
     let file = load_str("test.toml", &text).expect("config");
     let keyring = Arc::new(MemoryKeyring::default());
     keyring.set("test-key", &SecretString::from(CANARY_KEY)).expect("key");
