@@ -155,7 +155,7 @@ pub fn build(req: &aiserver::StreamCppRequest, settings: &CursorTabConfig, model
     }
 
     let typing = req.cpp_intent_info.as_ref().is_some_and(|i| i.source == "typing");
-    let multi_line = !(typing && !line_prefix.trim().is_empty());
+    let multi_line = !typing || line_prefix.trim().is_empty();
     let (max_tokens, stop) = if multi_line {
         (settings.block_tokens, vec!["\n\n".to_owned()])
     } else {
