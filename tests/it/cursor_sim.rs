@@ -142,7 +142,8 @@ pub(crate) async fn sim() -> Sim {
 /// `[cursor]` waits for tests: long enough for a loaded machine, short enough to settle.
 pub(crate) const SHORT: &str = "[cursor]\nlinger = 1000\nfirst_message_wait = 5000\n";
 
-/// `tables` are appended to the test config; `an_model` goes into the `an-model` table.
+/// `tables` are appended to the test config (`{MOCK}` in them becomes the mock upstream's URL);
+/// `an_model` goes into the `an-model` table.
 pub(crate) async fn sim_with(tables: &str, an_model: &str) -> Sim {
     let mock = MockUpstream::start().await;
     let pki = test_pki();

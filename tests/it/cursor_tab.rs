@@ -305,3 +305,57 @@ async fn control_api_switches_tab_between_official_and_a_fim_model() {
     assert_eq!(status, 200);
     assert!(te.handle.gateway.catalog().tab_route().is_none(), "back to Cursor's Tab");
 }
+
+/// Waits until the FIM mock saw `n` response bodies dropped before their end.
+async fn dropped(sim: &Sim, n: usize) -> bool {
+    for _ in 0..400 {
+        if sim.mock.dropped_at().len() >= n {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn a_client_that_goes_away_drops_the_provider_call() {
+    let sim = tab_sim("ds-fim").await;
+    let partial =
+        json!({"id": "c", "object": "text_completion", "choices": [{"text": " b", "index": 0, "finish_reason": null}]});
+    sim.mock.push(Reply::sse(&format!("data: {partial}\n\n")).hang());
+    let body = envelope(&stream_cpp_request("src/lib.rs", ADD_RS, 1, 7, "typing", false), false);
+    // HTTP/2: the client resets the stream.
+    let mut h2 = sim.h2().await;
+    let resp = tokio::time::timeout(TIMEOUT, h2.send_request(h2_request("tab-gone-h2", body.clone())))
+        .await
+        .expect("in time")
+        .expect("response");
+    for _ in 0..400 {
+        if !sim.mock.seen().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    drop(resp);
+    assert!(dropped(&sim, 1).await, "the provider call ended with the HTTP/2 stream");
+    // HTTP/1.1: the client closes its connection.
+    let resp = sim.send(STREAM_CPP, &headers("tab-gone-h1", false), body).await;
+    for _ in 0..400 {
+        if sim.mock.seen().len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    drop(resp);
+    assert!(dropped(&sim, 2).await, "the provider call ended with the HTTP/1.1 connection");
+    let rows = sim.te.wait_calls(2).await;
+    assert!(rows.iter().all(|r| r.summary.status == CallStatus::Canceled), "both recorded as canceled");
+}
+
+#[test]
+fn the_tab_hosts_are_on_the_default_intercept_list() {
+    let list = keyhaven::proxy::InterceptList::new(&keyhaven::config::ProxyConfig::default().intercept);
+    for host in ["api4.cursor.sh", "us.gcpp.cursor.sh", "us-only.gcpp.cursor.sh", "api3.cursor.sh", "api2.cursor.sh"] {
+        assert!(list.matches(host), "{host}");
+    }
+}
