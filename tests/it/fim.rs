@@ -215,3 +215,22 @@ async fn provider_error_is_recorded_and_a_chat_model_is_refused() {
     assert!(err.error.to_string().contains("not a FIM model"), "{}", err.error);
     assert_eq!(mock.seen().len(), 1, "a chat model is never sent a FIM request");
 }
+
+#[tokio::test]
+async fn a_spent_refuse_budget_stops_tab_calls() {
+    let mock = MockUpstream::start().await;
+    mock.push(Reply::sse(concat!(
+        "data: {\"id\":\"c\",\"object\":\"text_completion\",\"choices\":[{\"text\":\"b\",\"index\":0,\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":1000,\"completion_tokens\":500,\"total_tokens\":1500}}\n\n",
+        "data: [DONE]\n\n",
+    )));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let budget = "\n[[budgets]]\nname = \"tab-cap\"\nclient = \"cursor-tab\"\nperiod = \"day\"\nlimit_usd = 0.001\non_limit = \"refuse\"\n";
+    let te = TestEngine::start_in(dir, &(config_text(&mock.url(), "") + &fim_models(&mock.url()) + budget)).await;
+    // The first call costs $0.002, over the $0.001 cap.
+    assert_eq!(text_of(&te, "ds-fim").await, "b");
+    te.wait_calls(1).await;
+    let err =
+        te.handle.gateway.fim(request("ds-fim"), ctx("fim-2"), Duration::from_secs(5)).await.expect_err("refused");
+    assert!(err.error.to_string().contains("tab-cap"), "{}", err.error);
+    assert_eq!(mock.seen().len(), 1, "the refused call never reached the provider");
+}

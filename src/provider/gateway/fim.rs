@@ -137,7 +137,8 @@ impl Gateway {
                         Decision::Refuse { budget, reset_ms } => Err(self.refusal(budget, reset_ms, guard.started_ms)),
                         _ => {
                             let reservation = self.budgets.reserve(&key, 0, guard.started_ms);
-                            guard.budget = Some((self.budgets.clone(), reservation, ctx.client.clone()));
+                            guard.budget =
+                                Some((self.budgets.clone(), reservation, ctx.client.clone(), req.model.clone()));
                             Ok((route.clone(), dialect))
                         }
                     }
@@ -232,7 +233,8 @@ struct FimGuard {
     ttft: Option<Duration>,
     accepted: bool,
     done: bool,
-    budget: Option<(Arc<Budgets>, Reservation, String)>,
+    /// The budgets, the call's reservation, its client and the model name it was asked for.
+    budget: Option<(Arc<Budgets>, Reservation, String, String)>,
 }
 
 impl FimGuard {
@@ -250,9 +252,8 @@ impl FimGuard {
             usage.output_tokens = (self.text.len() as u64).div_ceil(4);
         }
         let cost = self.price.as_ref().map(|p| crate::pricing::cost_micros(p, &usage));
-        if let Some((budgets, reservation, client)) = self.budget.take() {
-            let model = self.route.as_ref().map_or("", |r| r.model.name.as_str());
-            let key = spend_key(&client, model, self.route.as_ref());
+        if let Some((budgets, reservation, client, requested)) = self.budget.take() {
+            let key = spend_key(&client, &requested, self.route.as_ref());
             budgets.finish(reservation, &key, cost.and_then(|c| u64::try_from(c).ok()).unwrap_or(0));
         }
         let secrets: Vec<&SecretString> = self.secret.iter().collect();
