@@ -15,7 +15,9 @@
 //! each at every `--rates` value, open loop. The gateway's CPU is `utime + stime` from
 //! `/proc/PID/stat` over the cell (warm-up included) as a percentage of one core; its memory is
 //! VmRSS idle and with `--rss-streams` streams open at once. Optionally (`--cursor-turns N`) the
-//! Cursor turn through the external gateway's proxy. One markdown table is printed.
+//! Cursor turn through the external gateway's proxy, and (`--tab-suggestions N`) the Cursor Tab
+//! cell (see `tab.rs`): Keyhaven's own share of a suggestion against an instant FIM mock;
+//! `--tab-only` runs just that cell. One markdown table is printed.
 
 use std::fmt::Write as _;
 use std::io::{BufRead as _, BufReader};
@@ -30,7 +32,7 @@ use rustls::pki_types::pem::PemObject as _;
 
 use crate::load::{self, Pcts, Samples, StreamSamples, Target};
 use crate::mock::Mock;
-use crate::{cursor, progress, proxy};
+use crate::{cursor, progress, proxy, tab};
 
 /// Set in the environment of the re-executed, pinned bench so it does not pin again.
 const PINNED_ENV: &str = "KEYHAVEN_BENCH_PINNED";
@@ -55,6 +57,10 @@ pub struct Options {
     pub gateway_env: Vec<String>,
     /// Also run every non-streaming cell through a null TCP forwarder pinned like the gateway.
     pub forwarder: bool,
+    /// Measured Cursor Tab suggestions (0: no Tab cell).
+    pub tab_suggestions: u32,
+    /// Run only the Tab cell.
+    pub tab_only: bool,
 }
 
 /// A cell's request shape.
@@ -107,7 +113,7 @@ struct Gateway {
     _dir: tempfile::TempDir,
 }
 
-fn gateway_config(mock_url: &str, record: bool, synchronous: &str, proxy: bool) -> String {
+fn gateway_config(mock_url: &str, record: bool, synchronous: &str, proxy: bool, extra: &str) -> String {
     let proxy = if proxy {
         "[proxy]\nenabled = true\nlisten = \"127.0.0.1:0\"\nmode = \"local\"\n"
     } else {
@@ -129,7 +135,7 @@ base_url = "{mock_url}/v1"
 name = "bench-model"
 provider = "mock"
 upstream = "mock-model"
-"#
+{extra}"#
     )
 }
 
@@ -142,12 +148,17 @@ fn addr_after(line: &str, prefix: &str) -> Option<SocketAddr> {
 
 impl Gateway {
     fn start(opts: &Options, mock_url: &str, record: bool, proxy: bool) -> anyhow::Result<Gateway> {
+        Gateway::start_with(opts, mock_url, record, proxy, "")
+    }
+
+    /// As [`Gateway::start`], with `extra` appended to the config file.
+    fn start_with(opts: &Options, mock_url: &str, record: bool, proxy: bool, extra: &str) -> anyhow::Result<Gateway> {
         let dir = tempfile::tempdir().context("creating the gateway's temp dir")?;
         let config = dir.path().join("config.toml");
         let data = dir.path().join("data");
         let home = dir.path().join("home");
         std::fs::create_dir_all(&home)?;
-        std::fs::write(&config, gateway_config(mock_url, record, &opts.synchronous, proxy))?;
+        std::fs::write(&config, gateway_config(mock_url, record, &opts.synchronous, proxy, extra))?;
         let log = std::fs::File::create(dir.path().join("serve.log"))?;
         let mut child = Command::new("taskset")
             .arg("-c")
@@ -390,6 +401,13 @@ pub async fn run(opts: Options) -> anyhow::Result<String> {
     let tck = clk_tck();
     let mock = Mock::start(Duration::ZERO, opts.chunks, Duration::ZERO).await.context("starting the mock")?;
     let mock_url = format!("http://{}", mock.addr);
+    if opts.tab_only {
+        let t = tab_cell(&opts, &mock_url).await.map_err(|e| format!("{e:#}"));
+        mock.stop();
+        let mut o = String::new();
+        render_tab(&mut o, &opts, Some(t))?;
+        return Ok(o);
+    }
     progress(&format!(
         "starting {} twice (recording on, off), pinned to CPU {}",
         opts.binary.display(),
@@ -478,13 +496,82 @@ pub async fn run(opts: Options) -> anyhow::Result<String> {
         None
     };
 
+    let tab = if opts.tab_suggestions > 0 {
+        Some(tab_cell(&opts, &mock_url).await.map_err(|e| format!("{e:#}")))
+    } else {
+        None
+    };
+
     on.stop();
     off.stop();
     if let Some(f) = forwarder {
         f.stop();
     }
     mock.stop();
-    render(&opts, &cells, rss_idle, rss_streams, cursor)
+    let mut report = render(&opts, &cells, rss_idle, rss_streams, cursor)?;
+    render_tab(&mut report, &opts, tab)?;
+    Ok(report)
+}
+
+/// Cursor Tab suggestions through an external gateway's proxy against an instant FIM mock,
+/// recording on then off.
+async fn tab_cell(opts: &Options, mock_url: &str) -> anyhow::Result<Vec<(bool, tab::Suggestions)>> {
+    let fim = tab::FimMock::start().await.context("starting the FIM mock")?;
+    let extra = tab::config(&format!("http://{}", fim.addr));
+    let n = opts.tab_suggestions;
+    let warm = (n / 10).max(1);
+    let mut out = Vec::new();
+    for record in [true, false] {
+        let g = Gateway::start_with(opts, mock_url, record, true, &extra).context("starting the Tab gateway")?;
+        let proxy_addr = g.proxy.context("no proxy address")?;
+        let ca = CertificateDer::from_pem_file(&g.ca_cert).context("reading the gateway's local CA certificate")?;
+        let tls = proxy::connector(ca)?;
+        progress(&format!(
+            "tab: {n} suggestions (+{warm} unmeasured), recording {}",
+            if record { "on" } else { "off" }
+        ));
+        let s = tab::suggestions(proxy_addr, &tls, &fim, n, warm, opts.timeout).await;
+        g.stop();
+        out.push((record, s));
+    }
+    fim.stop();
+    Ok(out)
+}
+
+/// The Tab table (nothing when the cell did not run).
+fn render_tab(
+    o: &mut String,
+    opts: &Options,
+    tab: Option<Result<Vec<(bool, tab::Suggestions)>, String>>,
+) -> anyhow::Result<()> {
+    match tab {
+        None => {}
+        Some(Err(e)) => writeln!(o, "\nCursor Tab cell failed: {e}")?,
+        Some(Ok(runs)) => {
+            writeln!(
+                o,
+                "\nCursor Tab (external gateway's proxy, local mode, instant FIM mock, {} suggestions, ms): Keyhaven's share = \
+                 (StreamCpp sent -> FIM request read) + (FIM answer written -> last frame read); target p99 <= 2 ms",
+                opts.tab_suggestions
+            )?;
+            writeln!(o, "| recording | share p50 / p99 | suggestion p50 / p99 | errors |")?;
+            writeln!(o, "|---|---|---|---|")?;
+            for (record, s) in runs {
+                writeln!(
+                    o,
+                    "| {} | {} | {} | {} |",
+                    if record { "on" } else { "off" },
+                    pair(&Pcts::of(&s.share_ms)),
+                    pair(&Pcts::of(&s.total_ms)),
+                    s.errors
+                )?;
+                if let Some(e) = &s.first_error {
+                    writeln!(o, "  first error: {e}")?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Cursor turns through an external gateway's proxy (local mode), recording on then off.

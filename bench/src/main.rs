@@ -14,6 +14,8 @@
 //! - with `--cursor-turns N`, the Cursor backend (see `cursor.rs`): time from the seq-0
 //!   BidiAppend to the first `text_delta` on RunSSE, through the proxy, against the mock's own
 //!   time to first token. `--cursor-only` runs just that phase.
+//! - with `--external PATH --tab-suggestions N` (or `--tab-only`), Cursor Tab (see `tab.rs`):
+//!   Keyhaven's own share of a suggestion against an instant FIM mock, through the proxy.
 //! - with `--agent-turns N`, the agent loop (see `agent.rs`): time per tool round of 20-tool-call
 //!   turns on the run engine and memory per open conversation. `--agent-only` runs just that.
 //!
@@ -33,6 +35,7 @@ mod external;
 mod load;
 mod mock;
 mod proxy;
+mod tab;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -104,6 +107,13 @@ struct Args {
     /// Run only the Cursor phase (needs `--cursor-turns`).
     #[arg(long)]
     cursor_only: bool,
+    /// External mode: measured Cursor Tab suggestions (Keyhaven's share against an instant FIM
+    /// mock, see `tab.rs`); 0 skips the Tab cell.
+    #[arg(long, default_value_t = 0)]
+    tab_suggestions: u32,
+    /// External mode: run only the Tab cell (200 suggestions unless `--tab-suggestions`).
+    #[arg(long)]
+    tab_only: bool,
     /// 20-tool-call agent turns on the run engine per measurement (see `agent.rs`); 0 skips the
     /// agent phase.
     #[arg(long, default_value_t = 0)]
@@ -237,6 +247,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
             kinds: args.cells.clone(),
             gateway_env: args.gateway_env.clone(),
             forwarder: args.forwarder,
+            tab_suggestions: if args.tab_only && args.tab_suggestions == 0 { 200 } else { args.tab_suggestions },
+            tab_only: args.tab_only,
         };
         let report = external::run(opts).await?;
         std::io::stdout().write_all(report.as_bytes()).context("writing the report")?;

@@ -38,6 +38,9 @@ pub struct FileConfig {
     pub agent: AgentConfig,
     #[serde(default)]
     pub cursor: CursorConfig,
+    /// `[cursor_tab]`: Cursor Tab served with one of the user's FIM models.
+    #[serde(default)]
+    pub cursor_tab: CursorTabConfig,
     #[serde(default)]
     pub setup: SetupConfig,
     #[serde(default)]
@@ -447,6 +450,81 @@ impl Default for CursorConfig {
             http2: CursorHttp2::Official,
         }
     }
+}
+
+/// `[cursor_tab]`: who answers Cursor Tab (`AiService/StreamCpp`). The default is Cursor's own
+/// service; naming a FIM model (`[[models]] fim`) makes Keyhaven answer it locally.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CursorTabConfig {
+    /// `"official"` (default) or the name of a FIM model.
+    pub model: String,
+    /// Budget of the text before the cursor, in (estimated) tokens.
+    pub prefix_tokens: u32,
+    /// Budget of the text after the cursor, in (estimated) tokens.
+    pub suffix_tokens: u32,
+    /// `max_tokens` for a single-line suggestion (typing in the middle of a line).
+    pub line_tokens: u32,
+    /// `max_tokens` for a multi-line suggestion (a new or empty line).
+    pub block_tokens: u32,
+    /// The longest a suggestion may take, provider call included (ms). The IDE drops streams
+    /// older than about 4 s.
+    pub timeout: u64,
+}
+
+/// The value of `[cursor_tab] model` that leaves Tab to Cursor.
+pub const TAB_OFFICIAL: &str = "official";
+
+impl Default for CursorTabConfig {
+    fn default() -> CursorTabConfig {
+        CursorTabConfig {
+            model: TAB_OFFICIAL.to_owned(),
+            prefix_tokens: 1536,
+            suffix_tokens: 512,
+            line_tokens: 64,
+            block_tokens: 256,
+            timeout: 3500,
+        }
+    }
+}
+
+impl CursorTabConfig {
+    /// The FIM model that answers Tab, or `None` for Cursor's own service.
+    pub fn local_model(&self) -> Option<&str> {
+        let m = self.model.trim();
+        (!m.is_empty() && m != TAB_OFFICIAL).then_some(m)
+    }
+}
+
+/// A fill-in-the-middle wire dialect (`[[models]] fim`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FimDialect {
+    /// OpenAI-compatible legacy completions: `POST {base_url}/completions` with `prompt` and
+    /// `suffix` (DeepSeek's `https://api.deepseek.com/beta`, vLLM, LM Studio, SiliconFlow).
+    Completions,
+    /// Mistral Codestral: `POST {base_url}/fim/completions`.
+    Codestral,
+    /// Ollama: `POST {base_url}/api/generate` with `suffix`.
+    Ollama,
+}
+
+impl FimDialect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FimDialect::Completions => "completions",
+            FimDialect::Codestral => "codestral",
+            FimDialect::Ollama => "ollama",
+        }
+    }
+}
+
+/// `[[models]] fim`: `true` (the OpenAI-compatible completions dialect), `false`, or a dialect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum FimFlag {
+    On(bool),
+    Dialect(FimDialect),
 }
 
 /// `[[groups]]`: a name clients ask for, and the models it falls back through, in order.
@@ -876,11 +954,23 @@ pub struct ModelConfig {
     /// In `hybrid` mode: whether Cursor runs with this model are served locally or upstream.
     #[serde(default)]
     pub cursor: CursorRoute,
+    /// A fill-in-the-middle model (Cursor Tab): `true` or its dialect.
+    #[serde(default)]
+    pub fim: Option<FimFlag>,
 }
 
 impl ModelConfig {
     pub fn name(&self) -> &str {
         self.name.get_ref()
+    }
+
+    /// The model's FIM dialect, when it is a FIM model.
+    pub fn fim_dialect(&self) -> Option<FimDialect> {
+        match self.fim? {
+            FimFlag::On(true) => Some(FimDialect::Completions),
+            FimFlag::On(false) => None,
+            FimFlag::Dialect(d) => Some(d),
+        }
     }
 }
 
@@ -944,6 +1034,14 @@ fn validate(file: &str, text: &str, config: &FileConfig) -> Result<(), ConfigErr
         if m.name().is_empty() {
             return Err(at(m.name.span(), "models.name: must not be empty".into()));
         }
+        if m.fim_dialect().is_some()
+            && config.providers.iter().any(|p| p.name() == m.provider.get_ref() && p.kind != ProviderKind::Openai)
+        {
+            return Err(at(
+                m.name.span(),
+                format!("models.fim: `{}` is a FIM model; its provider must be of kind \"openai\"", m.name()),
+            ));
+        }
         for n in std::iter::once(m.name()).chain(m.aliases.iter().map(String::as_str)) {
             if !names.insert(n) {
                 return Err(at(m.name.span(), format!("models: the name or alias `{n}` is used twice")));
@@ -973,6 +1071,30 @@ fn validate(file: &str, text: &str, config: &FileConfig) -> Result<(), ConfigErr
                 message: format!("proxy.intercept: `{d}` is not a lowercase DNS domain such as \"cursor.sh\""),
             });
         }
+    }
+    if let Some(tab) = config.cursor_tab.local_model() {
+        match config.models.iter().find(|m| m.name() == tab || m.aliases.iter().any(|a| a == tab)) {
+            None => {
+                return Err(ConfigError::Semantic {
+                    file: file.to_owned(),
+                    message: format!("cursor_tab.model: no model named `{tab}` (\"official\" or a FIM model)"),
+                });
+            }
+            Some(m) if m.fim_dialect().is_none() => {
+                return Err(ConfigError::Semantic {
+                    file: file.to_owned(),
+                    message: format!("cursor_tab.model: `{tab}` is not a FIM model (set `fim = true` on it)"),
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    let t = &config.cursor_tab;
+    if [t.prefix_tokens, t.line_tokens, t.block_tokens].contains(&0) || t.timeout == 0 {
+        return Err(ConfigError::Semantic {
+            file: file.to_owned(),
+            message: "cursor_tab: prefix_tokens, line_tokens, block_tokens and timeout must be > 0".into(),
+        });
     }
     for m in &config.models {
         let o = &m.timeouts;

@@ -8,11 +8,11 @@ mod file;
 
 pub use file::{
     AgentConfig, BRAVE_DEFAULT_URL, BRAVE_KEY_NAME, BudgetAction, BudgetConfig, BudgetPeriod, CURSOR_DOMAINS,
-    CursorConfig, CursorHttp2, CursorRoute, FileConfig, GroupConfig, KeyRef, LINGMA_DEFAULT_TIMEOUT, LingmaOptions,
-    LingmaTransport, ModelCapabilities, ModelConfig, ModelTimeouts, PriceOverride, ProviderConfig, ProviderKind,
-    ProxyConfig, RetryConfig, RoutingConfig, RoutingMode, ServerConfig, SessionMode, SetupConfig, Synchronous,
-    TimeoutConfig, ToolsMode, WEB_FETCH_MAX_BYTES_LIMIT, WebConfig, WebFetch, WebSearch, check_listen,
-    is_cursor_domain, load_str, parse_time_zone,
+    CursorConfig, CursorHttp2, CursorRoute, CursorTabConfig, FileConfig, FimDialect, FimFlag, GroupConfig, KeyRef,
+    LINGMA_DEFAULT_TIMEOUT, LingmaOptions, LingmaTransport, ModelCapabilities, ModelConfig, ModelTimeouts,
+    PriceOverride, ProviderConfig, ProviderKind, ProxyConfig, RetryConfig, RoutingConfig, RoutingMode, ServerConfig,
+    SessionMode, SetupConfig, Synchronous, TAB_OFFICIAL, TimeoutConfig, ToolsMode, WEB_FETCH_MAX_BYTES_LIMIT,
+    WebConfig, WebFetch, WebSearch, check_listen, is_cursor_domain, load_str, parse_time_zone,
 };
 
 use std::collections::HashMap;

@@ -49,12 +49,15 @@ fn template_is_valid_and_empty() {
         .map(|l| format!("{l}\n"))
         .collect();
     let c = load_str("t.toml", &uncommented).expect("uncommented template parses");
-    assert_eq!(c.providers.len(), 4);
-    assert_eq!(c.models.len(), 4);
+    assert_eq!(c.providers.len(), 5);
+    assert_eq!(c.models.len(), 5);
     assert_eq!(c.groups.len(), 1);
-    assert_eq!(c.providers[3].kind, ProviderKind::Lingma);
-    assert_eq!(c.models[3].tools, crate::config::ToolsMode::Emulated);
-    assert_eq!(c.models[3].timeouts.first_byte, Some(300_000));
+    assert_eq!(c.providers[4].kind, ProviderKind::Lingma);
+    let fim = c.models.iter().find(|m| m.name() == "deepseek-fim").expect("the FIM example");
+    assert_eq!(fim.fim_dialect(), Some(crate::config::FimDialect::Completions));
+    assert_eq!(c.cursor_tab.local_model(), None, "Tab stays Cursor's unless chosen");
+    assert_eq!(c.models[4].tools, crate::config::ToolsMode::Emulated);
+    assert_eq!(c.models[4].timeouts.first_byte, Some(300_000));
     assert_eq!(c.budgets.len(), 1);
     assert_eq!(c.budgets[0].on_limit, BudgetAction::Downgrade);
     assert_eq!(c.time_zone.as_deref(), Some("local"));
@@ -299,4 +302,21 @@ fn budgets_are_validated_with_clear_errors() {
     }
     let err = load_str("c.toml", &format!("time_zone = \"Europe/Paris\"\n{base}")).expect_err("tz").to_string();
     assert!(err.contains("named zones are not supported"), "{err}");
+}
+
+#[test]
+fn cursor_tab_must_name_a_fim_model() {
+    let base = "[[providers]]\nname = \"p\"\nkind = \"openai\"\nbase_url = \"http://x/v1\"\n\n[[models]]\nname = \"chat\"\nprovider = \"p\"\nupstream = \"a\"\n\n[[models]]\nname = \"fim\"\nprovider = \"p\"\nupstream = \"b\"\nfim = \"ollama\"\n";
+    let ok = load_str("c.toml", &format!("{base}\n[cursor_tab]\nmodel = \"fim\"\n")).expect("a FIM model");
+    assert_eq!(ok.cursor_tab.local_model(), Some("fim"));
+    assert_eq!(ok.models[1].fim_dialect(), Some(crate::config::FimDialect::Ollama));
+    let chat = load_str("c.toml", &format!("{base}\n[cursor_tab]\nmodel = \"chat\"\n")).expect_err("chat");
+    assert!(chat.to_string().contains("is not a FIM model"), "{chat}");
+    let missing = load_str("c.toml", &format!("{base}\n[cursor_tab]\nmodel = \"zz\"\n")).expect_err("unknown");
+    assert!(missing.to_string().contains("no model named `zz`"), "{missing}");
+    let official = load_str("c.toml", &format!("{base}\n[cursor_tab]\nmodel = \"official\"\n")).expect("official");
+    assert_eq!(official.cursor_tab.local_model(), None);
+    let anthropic = "[[providers]]\nname = \"a\"\nkind = \"anthropic\"\nbase_url = \"http://x/v1\"\n\n[[models]]\nname = \"f\"\nprovider = \"a\"\nupstream = \"b\"\nfim = true\n";
+    let err = load_str("c.toml", anthropic).expect_err("FIM needs an openai-kind provider");
+    assert!(err.to_string().contains("must be of kind"), "{err}");
 }

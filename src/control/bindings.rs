@@ -51,6 +51,8 @@ pub(crate) fn render() -> String {
         Routing,
         RoutingInput,
         ModelRouteInput,
+        TabRouting,
+        TabInput,
         TrustState,
         TrustStore,
         CaStatus,

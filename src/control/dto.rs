@@ -281,6 +281,28 @@ pub struct Routing {
     pub proxy_running: bool,
     /// Each configured model's route in hybrid mode, in config order.
     pub models: Vec<ModelRoute>,
+    /// Who answers Cursor Tab.
+    pub tab: TabRouting,
+}
+
+/// Cursor Tab: Cursor's own service (`model: null`) or one of the user's FIM models.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct TabRouting {
+    /// The FIM model that answers Tab; `null` for Cursor's official Tab.
+    pub model: Option<String>,
+    /// The configured FIM models (`[[models]] fim`), in config order.
+    pub fim_models: Vec<String>,
+}
+
+/// `PUT /api/routing/tab`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct TabInput {
+    /// A FIM model's name, or `null` for Cursor's official Tab.
+    pub model: Option<String>,
 }
 
 /// `PUT /api/routing/models/{name}`.

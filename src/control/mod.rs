@@ -683,7 +683,36 @@ impl ControlService {
                 },
             })
             .collect();
-        Ok(dto::Routing { mode: mode_to_dto(mode), proxy_running: self.inner.mode.is_some(), models })
+        let file = self.current();
+        let tab = dto::TabRouting {
+            model: file.cursor_tab.local_model().map(str::to_owned),
+            fim_models: file.models.iter().filter(|m| m.fim_dialect().is_some()).map(|m| m.name().to_owned()).collect(),
+        };
+        Ok(dto::Routing { mode: mode_to_dto(mode), proxy_running: self.inner.mode.is_some(), models, tab })
+    }
+
+    /// Chooses who answers Cursor Tab (`[cursor_tab] model`): a FIM model, or Cursor's official
+    /// service (`None`). Applies to the next suggestion.
+    pub async fn set_tab(&self, input: dto::TabInput) -> Result<dto::Routing, ControlError> {
+        let model = input.model.filter(|m| !m.trim().is_empty() && m != crate::config::TAB_OFFICIAL);
+        self.change(move |doc, file| {
+            if let Some(name) = &model {
+                match file.models.iter().find(|m| m.name() == name) {
+                    None => return Err(ControlError::NotFound(format!("no model named `{name}`"))),
+                    Some(m) if m.fim_dialect().is_none() => {
+                        return Err(ControlError::Invalid(format!(
+                            "`{name}` is not a FIM model: mark it `fim = true` (or a FIM dialect) to use it for Tab"
+                        )));
+                    }
+                    Some(_) => {}
+                }
+            }
+            let value = model.as_deref().unwrap_or(crate::config::TAB_OFFICIAL);
+            edit::set_in_table(doc, "cursor_tab", "model", toml_edit::Value::from(value));
+            Ok(())
+        })
+        .await?;
+        self.routing().await
     }
 
     /// Sets where Cursor runs with `model` go in hybrid mode (`[[models]] cursor`); applies to

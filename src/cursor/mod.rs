@@ -25,6 +25,7 @@ pub mod checkpoint;
 pub mod conversation;
 pub mod protocol;
 pub mod services;
+pub mod tab;
 pub mod tools;
 pub mod transport;
 pub mod turn;

@@ -8,6 +8,7 @@
 
 pub mod anthropic;
 pub mod error;
+pub mod fim;
 pub mod fuzz;
 pub mod openai_chat;
 pub mod openai_responses;

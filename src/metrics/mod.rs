@@ -103,6 +103,7 @@ pub fn route_of(dialect: &str) -> &'static str {
         "anthropic_count_tokens" => "/v1/messages/count_tokens",
         "cursor" => "cursor",
         "control_test" => "control_test",
+        "fim_completions" | "fim_codestral" | "fim_ollama" => "cursor_tab",
         _ => "other",
     }
 }

@@ -7,6 +7,7 @@
 mod accumulate;
 mod call;
 mod conversation;
+mod fim;
 mod passthrough;
 pub mod reasoning;
 mod usage;
@@ -14,6 +15,7 @@ mod usage;
 pub use accumulate::{Accumulator, parse_arguments};
 pub use call::{CallFinish, CallStart, CallStatus, CostSource, ReasoningRecord, SpendRow};
 pub use conversation::{Entry, RunFinish, RunRecord, RunStart, RunStatus, StoredMessage, ToolRoundRecord};
+pub use fim::FimRequest;
 pub use passthrough::{Passthrough, WireDialect};
 pub use usage::Usage;
 

@@ -7,7 +7,8 @@ use sha2::{Digest, Sha256};
 
 use crate::config::PriceOverride;
 use crate::config::{
-    CursorRoute, FileConfig, KeyRef, LingmaOptions, ModelCapabilities, ModelTimeouts, ProviderKind, ToolsMode,
+    CursorRoute, CursorTabConfig, FileConfig, FimDialect, KeyRef, LingmaOptions, ModelCapabilities, ModelTimeouts,
+    ProviderKind, ToolsMode,
 };
 use crate::pricing::{Price, PriceTable, PricingError, parse_amount};
 
@@ -42,6 +43,8 @@ pub struct ModelEntry {
     pub timeouts: ModelTimeouts,
     /// Where Cursor agent runs with this model go in `hybrid` mode.
     pub cursor: CursorRoute,
+    /// The fill-in-the-middle dialect of a FIM model (`[[models]] fim`); `None` for chat models.
+    pub fim: Option<FimDialect>,
 }
 
 /// A resolved model and its provider.
@@ -59,6 +62,8 @@ pub struct Catalog {
     /// Group name → member model indexes, in fallback order.
     groups: HashMap<String, Vec<usize>>,
     price_version: Option<String>,
+    /// `[cursor_tab]`: who answers Cursor Tab, and its prompt budgets.
+    cursor_tab: Arc<CursorTabConfig>,
 }
 
 /// The stable id of a model entry.
@@ -91,7 +96,12 @@ impl Catalog {
                 }),
             );
         }
-        let mut catalog = Catalog { providers, price_version: Some(prices.version().to_owned()), ..Catalog::default() };
+        let mut catalog = Catalog {
+            providers,
+            price_version: Some(prices.version().to_owned()),
+            cursor_tab: Arc::new(config.cursor_tab.clone()),
+            ..Catalog::default()
+        };
         for m in &config.models {
             let Some(provider) = catalog.providers.get(m.provider.get_ref()) else {
                 return Err(format!("model `{}`: unknown provider `{}`", m.name(), m.provider.get_ref()));
@@ -99,7 +109,7 @@ impl Catalog {
             let key_name = provider.key.as_ref().map_or("", KeyRef::name);
             // OpenAI-compatible vendors have their own sections in the price table.
             // Lingma's models come with the IDE assistant: no table price (an override still applies).
-            let table_price = [provider.kind.price_vendor(), "deepseek", "kimi", "qwen"]
+            let table_price = [provider.kind.price_vendor(), "deepseek", "kimi", "qwen", "mistral"]
                 .iter()
                 .filter(|_| provider.kind != ProviderKind::Lingma)
                 .find_map(|vendor| prices.lookup(vendor, &m.upstream));
@@ -124,6 +134,7 @@ impl Catalog {
                 price,
                 timeouts: m.timeouts,
                 cursor: m.cursor,
+                fim: m.fim_dialect(),
             });
             let idx = catalog.models.len();
             for n in std::iter::once(&entry.name).chain(&entry.aliases).chain(std::iter::once(&entry.id)) {
@@ -186,6 +197,18 @@ impl Catalog {
 
     pub fn price_version(&self) -> Option<&str> {
         self.price_version.as_deref()
+    }
+
+    /// `[cursor_tab]` as configured.
+    pub fn cursor_tab(&self) -> &CursorTabConfig {
+        &self.cursor_tab
+    }
+
+    /// The FIM model that answers Cursor Tab, when `[cursor_tab] model` names one (validated at
+    /// load: it exists and is a FIM model).
+    pub fn tab_route(&self) -> Option<Route> {
+        let name = self.cursor_tab.local_model()?;
+        self.resolve(name).filter(|r| r.model.fim.is_some())
     }
 }
 

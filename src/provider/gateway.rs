@@ -137,8 +137,10 @@ impl std::fmt::Debug for Gateway {
 }
 
 mod count;
+mod fim;
 
 pub use count::{CountRequest, TokenCount};
+pub use fim::{FimStream, fim_url, row_dialect};
 
 impl Gateway {
     pub fn new(catalog: Catalog, secrets: Secrets, sink: Arc<dyn CallSink>, opts: GatewayOptions) -> Gateway {

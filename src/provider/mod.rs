@@ -25,7 +25,10 @@ pub const BUDGET_MESSAGE_PREFIX: &str = "Keyhaven budget";
 pub use budget::Budgets;
 pub use catalog::{Catalog, ModelEntry, ProviderEntry, Route, model_id};
 pub use error::ProviderError;
-pub use gateway::{CallContext, CallFailure, CallStream, CountRequest, Gateway, GatewayOptions, Timings, TokenCount};
+pub use gateway::{
+    CallContext, CallFailure, CallStream, CountRequest, FimStream, Gateway, GatewayOptions, Timings, TokenCount,
+    fim_url, row_dialect,
+};
 pub use health::ProviderHealth;
 pub use memory::ttl_ms as reasoning_ttl_ms;
 pub use recorder::{Ack, CallSink, NullSink};

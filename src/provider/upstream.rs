@@ -129,7 +129,12 @@ pub fn left_out(kind: ProviderKind, req: &model::Request) -> Vec<String> {
 /// Puts the key on a request for `url` in the provider's header (`x-api-key` for Anthropic,
 /// `Authorization: Bearer` otherwise), after checking that `url` is on the origin the key is bound
 /// to ([`BoundKey::for_url`]).
-fn attach_key(headers: &mut HeaderMap, p: &ProviderEntry, url: &str, key: &BoundKey) -> Result<(), ProviderError> {
+pub(crate) fn attach_key(
+    headers: &mut HeaderMap,
+    p: &ProviderEntry,
+    url: &str,
+    key: &BoundKey,
+) -> Result<(), ProviderError> {
     let secret = key.for_url(url).map_err(|source| ProviderError::Key { provider: p.name.clone(), source })?;
     let (name, value) = match p.kind {
         ProviderKind::Anthropic => (header::HeaderName::from_static("x-api-key"), secret.expose_secret().to_owned()),

@@ -249,7 +249,8 @@ async fn providers_models_calls_usage_routing_retention_through_the_control_serv
     let r = ctl.set_routing(dto::RoutingInput { mode: dto::RoutingMode::Upstream }).await.expect("routing");
     let local = |m: &str| dto::ModelRoute { model: m.into(), route: dto::CursorRoute::Local };
     let all_local = vec![local("oa-model"), local("an-model"), local("rs-model"), local("m2")];
-    assert_eq!(r, dto::Routing { mode: dto::RoutingMode::Upstream, proxy_running: true, models: all_local });
+    let tab = dto::TabRouting { model: None, fim_models: Vec::new() };
+    assert_eq!(r, dto::Routing { mode: dto::RoutingMode::Upstream, proxy_running: true, models: all_local, tab });
     assert_eq!(engine.handle.proxy.as_ref().expect("proxy").mode.get(), RoutingMode::Upstream);
     assert!(config_file(&engine).contains("mode = \"upstream\""));
     seen.add(&r);

@@ -53,9 +53,9 @@ pub(crate) fn official_server_config() -> Vec<u8> {
 /// What the test official host saw.
 #[derive(Debug, Clone)]
 pub(crate) struct Seen {
-    path: String,
-    headers: http::HeaderMap,
-    body: Bytes,
+    pub(crate) path: String,
+    pub(crate) headers: http::HeaderMap,
+    pub(crate) body: Bytes,
 }
 
 /// A TLS "official host" that records each request and echoes its body back (`Run` streams
@@ -142,7 +142,8 @@ pub(crate) async fn sim() -> Sim {
 /// `[cursor]` waits for tests: long enough for a loaded machine, short enough to settle.
 pub(crate) const SHORT: &str = "[cursor]\nlinger = 1000\nfirst_message_wait = 5000\n";
 
-/// `tables` are appended to the test config; `an_model` goes into the `an-model` table.
+/// `tables` are appended to the test config (`{MOCK}` in them becomes the mock upstream's URL);
+/// `an_model` goes into the `an-model` table.
 pub(crate) async fn sim_with(tables: &str, an_model: &str) -> Sim {
     let mock = MockUpstream::start().await;
     let pki = test_pki();
@@ -153,7 +154,7 @@ pub(crate) async fn sim_with(tables: &str, an_model: &str) -> Sim {
     let text = config_text(&mock.url(), "")
         .replace("name = \"an-model\"\n", &format!("name = \"an-model\"\n{an_model}\n"))
         + "\n[agent]\nblob_ack_timeout = 50\n"
-        + tables;
+        + &tables.replace("{MOCK}", &mock.url());
     let file = load_str("test.toml", &text).expect("config");
     let keyring = Arc::new(MemoryKeyring::default());
     keyring.set("test-key", &SecretString::from(CANARY_KEY)).expect("key");

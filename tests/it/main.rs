@@ -16,6 +16,7 @@ mod cursor_actions;
 mod cursor_binding;
 mod cursor_context;
 mod cursor_sim;
+mod cursor_tab;
 mod doctor;
 mod durability;
 mod emulation;
@@ -24,6 +25,7 @@ mod export;
 mod faults;
 #[cfg(unix)]
 mod files;
+mod fim;
 mod interaction;
 mod interrupt;
 mod key_origins;

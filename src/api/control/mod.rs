@@ -19,7 +19,7 @@
 //! PUT    /api/models/{name}             DELETE /api/models/{name}
 //! POST   /api/models/{name}/test
 //! GET    /api/routing                   PUT /api/routing
-//! PUT    /api/routing/models/{name}
+//! PUT    /api/routing/models/{name}     PUT /api/routing/tab   (Cursor Tab: official | a FIM model)
 //! GET    /api/ca                        POST /api/ca/install | /api/ca/uninstall | /api/ca/rotate
 //! GET    /api/usage?days=7&groupBy=model
 //! GET    /api/usage/series?days=14&splitBy=model      (per day and model, provider or client)
@@ -190,6 +190,7 @@ fn routes() -> Router<ControlService> {
         .route("/api/budgets/{name}", put(update_budget).delete(delete_budget))
         .route("/api/routing", get(routing).put(set_routing))
         .route("/api/routing/models/{name}", put(set_model_route))
+        .route("/api/routing/tab", put(set_tab))
         .route("/api/ca", get(ca_status))
         .route("/api/ca/install", post(ca_install))
         .route("/api/ca/uninstall", post(ca_uninstall))
@@ -420,6 +421,10 @@ async fn set_routing(State(s): Svc, body: Bytes) -> Res<dto::Routing> {
 
 async fn set_model_route(State(s): Svc, Path(name): Path<String>, body: Bytes) -> Res<dto::Routing> {
     ok(s.set_model_route(&name, json(&body)?).await)
+}
+
+async fn set_tab(State(s): Svc, body: Bytes) -> Res<dto::Routing> {
+    ok(s.set_tab(json(&body)?).await)
 }
 
 async fn ca_status(State(s): Svc) -> Res<dto::CaStatus> {

@@ -27,6 +27,7 @@
 //! touches nothing. A `Run` (h2 bidi) stream is one request and takes no appends at all.
 
 mod routes;
+mod tab;
 mod unary;
 
 use std::sync::Arc;
@@ -120,6 +121,8 @@ pub struct CursorState {
     pub mode: ModeSwitch,
     pub options: CursorOptions,
     routes: Arc<Routes>,
+    /// Cursor Tab: one suggestion in flight per editor.
+    tab: crate::cursor::tab::Supersede,
 }
 
 impl CursorState {
@@ -132,11 +135,16 @@ impl CursorState {
     ) -> CursorState {
         let max = backend.registry().options().max_transports;
         let routes = Arc::new(Routes::new(max, options.route_wait, spawner.clone()));
-        CursorState { backend, upstream, spawner, mode, options, routes }
+        CursorState { backend, upstream, spawner, mode, options, routes, tab: Default::default() }
     }
 
     fn hybrid(&self) -> bool {
         self.mode.get() == RoutingMode::Hybrid
+    }
+
+    /// Cursor Tab requests whose provider call is in flight (tests, diagnostics).
+    pub fn tab_in_flight(&self) -> usize {
+        self.tab.in_flight()
     }
 
     /// Streams whose route is not decided yet (hybrid mode), for tests and diagnostics.
@@ -160,6 +168,10 @@ pub fn router(state: CursorState) -> Router {
         .route("/aiserver.v1.AiService/ServerTime", post(unary::server_time))
         .route("/aiserver.v1.NetworkService/IsConnected", post(unary::is_connected))
         .route("/aiserver.v1.AiService/GetServerConfig", post(unary::server_config))
+        .route("/aiserver.v1.AiService/StreamCpp", post(tab::stream_cpp))
+        .route("/aiserver.v1.AiService/RefreshTabContext", post(tab::refresh_tab_context))
+        .route("/aiserver.v1.AiService/GetCppEditClassification", post(tab::edit_classification))
+        .route("/aiserver.v1.AiService/StreamNextCursorPrediction", post(tab::next_cursor_prediction))
         .route("/aiserver.v1.ServerConfigService/GetServerConfig", post(unary::server_config))
         .fallback(forward)
         .with_state(state)

@@ -50,10 +50,10 @@ fn feature(names: &[String]) -> Option<aiserver::FeatureModelConfig> {
 
 /// `aiserver.v1.AiService/AvailableModels`.
 pub fn available_models(catalog: &Catalog) -> aiserver::AvailableModelsResponse {
-    let names: Vec<String> = catalog.models().iter().map(|m| m.name.clone()).collect();
+    let names: Vec<String> = catalog.models().iter().filter(|m| m.fim.is_none()).map(|m| m.name.clone()).collect();
     aiserver::AvailableModelsResponse {
         model_names: names.clone(),
-        models: catalog.models().iter().map(|m| available(m)).collect(),
+        models: catalog.models().iter().filter(|m| m.fim.is_none()).map(|m| available(m)).collect(),
         composer_model_config: feature(&names),
         cmd_k_model_config: feature(&names),
         background_composer_model_config: feature(&names),
@@ -83,19 +83,26 @@ fn details(m: &ModelEntry) -> agent::ModelDetails {
 
 /// `GetUsableModels` (agent.v1 and aiserver.v1 share the wire shape).
 pub fn usable_models(catalog: &Catalog) -> agent::GetUsableModelsResponse {
-    agent::GetUsableModelsResponse { models: catalog.models().iter().map(|m| details(m)).collect() }
+    agent::GetUsableModelsResponse {
+        models: catalog.models().iter().filter(|m| m.fim.is_none()).map(|m| details(m)).collect(),
+    }
 }
 
 /// `GetDefaultModelForCli` (both packages).
 pub fn default_model_for_cli(catalog: &Catalog) -> agent::GetDefaultModelForCliResponse {
-    agent::GetDefaultModelForCliResponse { model: catalog.models().first().map(|m| details(m)) }
+    agent::GetDefaultModelForCliResponse {
+        model: catalog.models().iter().find(|m| m.fim.is_none()).map(|m| details(m)),
+    }
 }
 
 /// `aiserver.v1.AiService/GetDefaultModel`.
 pub fn default_model(catalog: &Catalog) -> aiserver::GetDefaultModelResponse {
-    let first = catalog.models().first().map(|m| m.name.clone()).unwrap_or_default();
-    let thinking =
-        catalog.models().iter().find(|m| m.capabilities.thinking).map_or_else(|| first.clone(), |m| m.name.clone());
+    let first = catalog.models().iter().find(|m| m.fim.is_none()).map(|m| m.name.clone()).unwrap_or_default();
+    let thinking = catalog
+        .models()
+        .iter()
+        .find(|m| m.fim.is_none() && m.capabilities.thinking)
+        .map_or_else(|| first.clone(), |m| m.name.clone());
     aiserver::GetDefaultModelResponse {
         model: first,
         thinking_model: thinking,

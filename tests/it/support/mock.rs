@@ -87,6 +87,8 @@ fn split_events(text: &str) -> Vec<String> {
 
 #[derive(Debug, Clone)]
 pub struct Seen {
+    /// When the request arrived.
+    pub at: Instant,
     pub path: String,
     pub headers: HeaderMap,
     pub body: serde_json::Value,
@@ -169,6 +171,7 @@ async fn handle(
     let reply = {
         let mut i = inner.lock().expect("lock");
         i.seen.push(Seen {
+            at: Instant::now(),
             path: uri.path().to_owned(),
             headers,
             body: serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),

@@ -8,6 +8,7 @@ pub mod fixtures;
 pub mod lingma;
 pub mod mock;
 pub mod skip;
+pub mod tab_wire;
 pub mod vendor;
 pub mod wire;
 

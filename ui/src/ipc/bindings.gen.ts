@@ -156,11 +156,31 @@ proxyRunning: boolean,
 /**
  * Each configured model's route in hybrid mode, in config order.
  */
-models: Array<ModelRoute>, };
+models: Array<ModelRoute>, 
+/**
+ * Who answers Cursor Tab.
+ */
+tab: TabRouting, };
 
 export type RoutingInput = { mode: RoutingMode, };
 
 export type ModelRouteInput = { route: CursorRoute, };
+
+export type TabRouting = { 
+/**
+ * The FIM model that answers Tab; `null` for Cursor's official Tab.
+ */
+model: string | null, 
+/**
+ * The configured FIM models (`[[models]] fim`), in config order.
+ */
+fimModels: Array<string>, };
+
+export type TabInput = { 
+/**
+ * A FIM model's name, or `null` for Cursor's official Tab.
+ */
+model: string | null, };
 
 export type TrustState = "installed" | "alreadyInstalled" | "removed" | "present" | "absent" | "stale" | "skipped" | "failed";
 

@@ -28,6 +28,7 @@ import type {
   Model,
   ModelInput,
   ModelRouteInput,
+  TabInput,
   Provider,
   ProviderInput,
   Retention,
@@ -239,6 +240,7 @@ export function createApi(t: Transport) {
     setRouting: (r: RoutingInput) => t.request<Routing>("PUT", "/api/routing", r),
     setModelRoute: (model: string, r: ModelRouteInput) =>
       t.request<Routing>("PUT", `/api/routing/models/${seg(model)}`, r),
+    setTab: (r: TabInput) => t.request<Routing>("PUT", "/api/routing/tab", r),
 
     ca: () => t.request<CaStatus>("GET", "/api/ca"),
     caInstall: () => t.request<CaChange>("POST", "/api/ca/install"),

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { contextTotal, formatBytes } from "./calls";
+import { contextTotal, formatBytes, isTab } from "./calls";
 
 describe("a Cursor call's context blocks", () => {
   it("sizes read as bytes, kilobytes and megabytes", () => {
@@ -15,5 +15,12 @@ describe("a Cursor call's context blocks", () => {
         { kind: "image", source: "", bytes: 2048 },
       ]),
     ).toBe("2 blocks, 2.1 KB in all");
+  });
+});
+
+describe("Cursor Tab calls", () => {
+  it("are the calls of the cursor-tab client", () => {
+    expect(isTab({ client: "cursor-tab" })).toBe(true);
+    expect(isTab({ client: "cursor" })).toBe(false);
   });
 });

@@ -80,6 +80,14 @@ function Sessions({ current, pick }: { current: string; pick: (session: string) 
   );
 }
 
+/** The client Cursor Tab suggestions are recorded under (FIM calls). */
+export const TAB_CLIENT = "cursor-tab";
+
+/** Whether a call served a Cursor Tab suggestion. */
+export function isTab(c: { client: string }): boolean {
+  return c.client === TAB_CLIENT;
+}
+
 function CallList() {
   const empty: Filters = { model: "", provider: "", client: "", conversation: "", session: "", status: "", since: "" };
   const [draft, setDraft] = useState<Filters>(empty);
@@ -143,6 +151,19 @@ function CallList() {
           </select>
         </label>
         <button type="submit">Apply</button>
+        <button
+          type="button"
+          aria-pressed={filters.client === TAB_CLIENT}
+          title="Only Cursor Tab suggestions (fill-in-the-middle calls)"
+          onClick={() => {
+            const next = { ...filters, client: filters.client === TAB_CLIENT ? "" : TAB_CLIENT };
+            setDraft(next);
+            setFilters(next);
+            setOffset(0);
+          }}
+        >
+          Tab
+        </button>
         <button type="button" onClick={res.reload}>
           Refresh
         </button>
@@ -168,6 +189,7 @@ function CallList() {
                     <th scope="col">Started</th>
                     <th scope="col">Status</th>
                     <th scope="col">Client</th>
+                    <th scope="col">Tab</th>
                     <th scope="col">Session</th>
                     <th scope="col">Model</th>
                     <th scope="col">Provider</th>
@@ -187,6 +209,7 @@ function CallList() {
                         <Status s={c.status} />
                       </td>
                       <td>{c.client || "—"}</td>
+                      <td>{isTab(c) ? <span class="badge" title="A Cursor Tab suggestion">Tab</span> : ""}</td>
                       <td>
                         {c.sessionId ? (
                           <button type="button" class="link" title={`Only the calls of session ${c.sessionId}`} onClick={() => bySession(c.sessionId!)}>

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { ModelRoute } from "../ipc";
 import { createApi } from "../ipc";
-import { modelRoutesNote, routeSummary, showModelRoutes } from "./routing";
+import { modelRoutesNote, routeSummary, showModelRoutes, tabNote } from "./routing";
 
 describe("per-model Cursor routes", () => {
   it("are shown in hybrid mode only", () => {
@@ -28,5 +28,29 @@ describe("per-model Cursor routes", () => {
     });
     await api.setModelRoute("claude 4/x", { route: "upstream" });
     expect(calls).toEqual([["PUT", "/api/routing/models/claude%204%2Fx", { route: "upstream" }]]);
+  });
+});
+
+describe("Cursor Tab", () => {
+  it("says who answers it", () => {
+    expect(tabNote({ model: "ds-fim", fimModels: ["ds-fim"] })).toMatch(/answered by ds-fim/);
+    expect(tabNote({ model: null, fimModels: [] })).toMatch(/fim = true/);
+    expect(tabNote({ model: null, fimModels: ["ds-fim"] })).toBe("Tab is served by Cursor (official).");
+  });
+  it("is set with PUT /api/routing/tab", async () => {
+    const calls: [string, string, unknown][] = [];
+    const api = createApi({
+      download: async () => "",
+      request: async <T,>(method: string, path: string, body?: unknown) => {
+        calls.push([method, path, body]);
+        return {} as T;
+      },
+    });
+    await api.setTab({ model: "ds-fim" });
+    await api.setTab({ model: null });
+    expect(calls).toEqual([
+      ["PUT", "/api/routing/tab", { model: "ds-fim" }],
+      ["PUT", "/api/routing/tab", { model: null }],
+    ]);
   });
 });

@@ -1,4 +1,4 @@
-import type { CursorRoute, ModelRoute, RoutingMode } from "../ipc";
+import type { CursorRoute, ModelRoute, RoutingMode, TabRouting } from "../ipc";
 import { api } from "../ipc";
 import { ErrorNotice, View, useAction, useLoad } from "../ui";
 
@@ -36,6 +36,17 @@ export function modelRoutesNote(mode: RoutingMode): string {
     : "In upstream mode every run goes to Cursor's servers.";
 }
 
+/** The value of the Cursor Tab select: "official" or a FIM model's name. */
+export const TAB_OFFICIAL = "official";
+
+/** What the Cursor Tab section says about the current choice. */
+export function tabNote(tab: TabRouting): string {
+  if (tab.model) return `Tab suggestions are answered by ${tab.model} with your key; Cursor's config still decides whether Tab is on.`;
+  if (tab.fimModels.length === 0)
+    return "Tab is served by Cursor. To use your own model, add a fill-in-the-middle model (fim = true) under Providers & Models.";
+  return "Tab is served by Cursor (official).";
+}
+
 export function RoutingPage(_: { args: string[] }) {
   const res = useLoad(() => api().routing());
   const act = useAction();
@@ -68,6 +79,28 @@ export function RoutingPage(_: { args: string[] }) {
               ? "The proxy is running; changes apply to new connections."
               : "The proxy is not running: the mode is saved and used when it starts (enable it in Settings)."}
           </p>
+          <fieldset disabled={act.busy}>
+            <legend>Cursor Tab</legend>
+            <label>
+              Cursor Tab:{" "}
+              <select
+                aria-label="Who answers Cursor Tab"
+                value={r.tab.model ?? TAB_OFFICIAL}
+                onChange={(e) => {
+                  const v = (e.currentTarget as HTMLSelectElement).value;
+                  void act.run(() => api().setTab({ model: v === TAB_OFFICIAL ? null : v })).then((x) => x && res.reload());
+                }}
+              >
+                <option value={TAB_OFFICIAL}>official</option>
+                {r.tab.fimModels.map((m) => (
+                  <option key={m} value={m}>
+                    {m}
+                  </option>
+                ))}
+              </select>
+            </label>
+            <p class="muted">{tabNote(r.tab)}</p>
+          </fieldset>
           {showModelRoutes(r.mode) ? (
             <fieldset disabled={act.busy}>
               <legend>Cursor runs per model ({routeSummary(r.models)})</legend>

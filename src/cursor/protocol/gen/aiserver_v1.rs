@@ -74,6 +74,7 @@ pub mod error_details {
         Timeout = 25,
         CustomMessage = 29,
         OutdatedClient = 30,
+        FileNotFound = 33,
         BadRequest = 36,
         NotFound = 39,
         ResourceExhausted = 41,
@@ -105,6 +106,7 @@ pub mod error_details {
                 Self::Timeout => "ERROR_TIMEOUT",
                 Self::CustomMessage => "ERROR_CUSTOM_MESSAGE",
                 Self::OutdatedClient => "ERROR_OUTDATED_CLIENT",
+                Self::FileNotFound => "ERROR_FILE_NOT_FOUND",
                 Self::BadRequest => "ERROR_BAD_REQUEST",
                 Self::NotFound => "ERROR_NOT_FOUND",
                 Self::ResourceExhausted => "ERROR_RESOURCE_EXHAUSTED",
@@ -133,6 +135,7 @@ pub mod error_details {
                 "ERROR_TIMEOUT" => Some(Self::Timeout),
                 "ERROR_CUSTOM_MESSAGE" => Some(Self::CustomMessage),
                 "ERROR_OUTDATED_CLIENT" => Some(Self::OutdatedClient),
+                "ERROR_FILE_NOT_FOUND" => Some(Self::FileNotFound),
                 "ERROR_BAD_REQUEST" => Some(Self::BadRequest),
                 "ERROR_NOT_FOUND" => Some(Self::NotFound),
                 "ERROR_RESOURCE_EXHAUSTED" => Some(Self::ResourceExhausted),
@@ -382,6 +385,116 @@ pub struct GetServerConfigResponse {
     pub http2_config: i32,
     #[prost(message, optional, tag = "27")]
     pub agent_url_config: ::core::option::Option<AgentUrlConfig>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CursorPosition {
+    #[prost(int32, tag = "1")]
+    pub line: i32,
+    #[prost(int32, tag = "2")]
+    pub column: i32,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CurrentFileInfo {
+    #[prost(string, tag = "1")]
+    pub relative_workspace_path: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub contents: ::prost::alloc::string::String,
+    #[prost(message, optional, tag = "3")]
+    pub cursor_position: ::core::option::Option<CursorPosition>,
+    #[prost(string, tag = "5")]
+    pub language_id: ::prost::alloc::string::String,
+    #[prost(int32, tag = "8")]
+    pub total_number_of_lines: i32,
+    #[prost(int32, tag = "9")]
+    pub contents_start_at_line: i32,
+    #[prost(string, optional, tag = "17")]
+    pub sha_256_hash: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(bool, tag = "18")]
+    pub rely_on_filesync: bool,
+    #[prost(string, tag = "19")]
+    pub workspace_root_path: ::prost::alloc::string::String,
+    #[prost(string, optional, tag = "20")]
+    pub line_ending: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct CppFileDiffHistory {
+    #[prost(string, tag = "1")]
+    pub file_name: ::prost::alloc::string::String,
+    #[prost(string, repeated, tag = "2")]
+    pub diff_history: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    #[prost(double, repeated, tag = "3")]
+    pub diff_history_timestamps: ::prost::alloc::vec::Vec<f64>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CppIntentInfo {
+    #[prost(string, tag = "1")]
+    pub source: ::prost::alloc::string::String,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct StreamCppRequest {
+    #[prost(message, optional, tag = "1")]
+    pub current_file: ::core::option::Option<CurrentFileInfo>,
+    #[prost(string, optional, tag = "3")]
+    pub model_name: ::core::option::Option<::prost::alloc::string::String>,
+    #[prost(message, repeated, tag = "7")]
+    pub file_diff_histories: ::prost::alloc::vec::Vec<CppFileDiffHistory>,
+    #[prost(message, optional, tag = "16")]
+    pub cpp_intent_info: ::core::option::Option<CppIntentInfo>,
+    #[prost(string, optional, tag = "18")]
+    pub workspace_id: ::core::option::Option<::prost::alloc::string::String>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct LineRange {
+    #[prost(int32, tag = "1")]
+    pub start_line_number: i32,
+    #[prost(int32, tag = "2")]
+    pub end_line_number_inclusive: i32,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CppModelInfo {
+    #[prost(bool, tag = "1")]
+    pub is_fused_cursor_prediction_model: bool,
+    #[prost(bool, tag = "2")]
+    pub is_multidiff_model: bool,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct StreamCppResponse {
+    #[prost(string, tag = "1")]
+    pub text: ::prost::alloc::string::String,
+    #[prost(bool, optional, tag = "4")]
+    pub done_stream: ::core::option::Option<bool>,
+    #[prost(message, optional, tag = "11")]
+    pub range_to_replace: ::core::option::Option<LineRange>,
+    #[prost(bool, optional, tag = "13")]
+    pub done_edit: ::core::option::Option<bool>,
+    #[prost(message, optional, tag = "14")]
+    pub model_info: ::core::option::Option<CppModelInfo>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RefreshTabContextResponse {}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct GetCppEditClassificationResponse {
+    #[prost(bool, optional, tag = "3")]
+    pub should_noop: ::core::option::Option<bool>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct StreamNextCursorPredictionResponse {
+    #[prost(oneof = "stream_next_cursor_prediction_response::Response", tags = "1, 2, 3, 4")]
+    pub response: ::core::option::Option<stream_next_cursor_prediction_response::Response>,
+}
+/// Nested message and enum types in `StreamNextCursorPredictionResponse`.
+pub mod stream_next_cursor_prediction_response {
+    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    pub enum Response {
+        #[prost(string, tag = "1")]
+        Text(::prost::alloc::string::String),
+        #[prost(int32, tag = "2")]
+        LineNumber(i32),
+        #[prost(bool, tag = "3")]
+        IsNotInRange(bool),
+        #[prost(string, tag = "4")]
+        FileName(::prost::alloc::string::String),
+    }
 }
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
 #[repr(i32)]
