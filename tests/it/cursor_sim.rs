@@ -53,7 +53,7 @@ pub(crate) fn official_server_config() -> Vec<u8> {
 /// What the test official host saw.
 #[derive(Debug, Clone)]
 pub(crate) struct Seen {
-    path: String,
+    pub(crate) path: String,
     headers: http::HeaderMap,
     body: Bytes,
 }
