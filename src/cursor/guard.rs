@@ -298,3 +298,6 @@ fn row(version: &str, e: &Entry) -> CursorVersionRow {
         tested_ms: e.tested_ms,
     }
 }
+
+#[cfg(test)]
+mod tests;
