@@ -132,7 +132,11 @@ impl Guard {
                 Err(e) => tracing::warn!(error = %e, "Cursor versions not loaded; each is tested again"),
             }
         }
-        Arc::new(Guard { store, spawner, test, versions: Mutex::new(versions),
+        Arc::new(Guard {
+            store,
+            spawner,
+            test,
+            versions: Mutex::new(versions),
             fault: Mutex::new(None),
             enabled: std::sync::atomic::AtomicBool::new(true),
         })

@@ -105,7 +105,8 @@ async fn a_failed_self_test_passes_that_version_through_until_retry() {
     assert_eq!(v.notice.as_deref(), Some("Cursor 3.16.2: self-test failed — using Cursor's servers"));
 
     // An agent stream of that version goes to the official host, its appends too.
-    let open = connect::encode_envelope(&aiserver::BidiRequestId { request_id: "req-guarded".into() }.encode_to_vec(), false);
+    let open =
+        connect::encode_envelope(&aiserver::BidiRequestId { request_id: "req-guarded".into() }.encode_to_vec(), false);
     let h = headers(VERSION);
     let mut h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
     h[0] = ("content-type", "application/connect+proto");

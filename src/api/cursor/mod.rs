@@ -49,8 +49,8 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use prost::Message;
 
 use crate::config::{CursorHttp2, RoutingMode};
-use crate::cursor::protocol::connect::{self, Code, EndStream, Envelope, EnvelopeDecoder, ErrorBody};
 use crate::cursor::guard::{Guard, Verdict};
+use crate::cursor::protocol::connect::{self, Code, EndStream, Envelope, EnvelopeDecoder, ErrorBody};
 use crate::cursor::protocol::{aiserver, connect::FrameError};
 use crate::cursor::transport::{Push, Subscription, Transport};
 use crate::cursor::turn::Backend;
@@ -196,11 +196,7 @@ struct GuardedUpstream;
 /// Shows the request's Cursor version to the update guard; a version that failed its self-test
 /// goes to the official service. Appends are decided in [`bidi_append`] (a local stream that
 /// started before the failure keeps its appends).
-async fn update_guard(
-    State(state): State<CursorState>,
-    mut req: Request,
-    next: axum::middleware::Next,
-) -> Response {
+async fn update_guard(State(state): State<CursorState>, mut req: Request, next: axum::middleware::Next) -> Response {
     let verdict = match (&state.guard, header_str(req.headers(), CLIENT_VERSION)) {
         (Some(guard), Some(version)) => guard.observe(version),
         _ => Verdict::Serve,

@@ -220,7 +220,8 @@ async fn scripted(State(s): State<Scripted>, body: Bytes) -> Response {
         (None, true) if s.fault == Some(Step::ToolRound) => text_answer("no tool today"),
         (None, true) => tool_answer(),
         (None, false) if s.fault == Some(Step::TextTurn) => {
-            let mut resp = Response::new(Body::from(r#"{"error":{"message":"self-test fault","type":"invalid_request_error"}}"#));
+            let mut resp =
+                Response::new(Body::from(r#"{"error":{"message":"self-test fault","type":"invalid_request_error"}}"#));
             *resp.status_mut() = StatusCode::BAD_REQUEST;
             resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
             return resp;
@@ -383,7 +384,8 @@ async fn run(router: &Router, conversation: &str, text: &str) -> Result<Seen, St
     let gzip = resp.headers().get("connect-content-encoding").is_some_and(|v| v.as_bytes() == b"gzip");
     let mut body = resp.into_body();
     let mut seqno = 0u64;
-    let first = agent::AgentClientMessage::decode(run_request(conversation, text).as_slice()).map_err(|e| e.to_string())?;
+    let first =
+        agent::AgentClientMessage::decode(run_request(conversation, text).as_slice()).map_err(|e| e.to_string())?;
     append(router, &id, &mut seqno, &first).await?;
     let heartbeat = events::heartbeat();
     let mut dec = EnvelopeDecoder::new(gzip);
@@ -454,7 +456,9 @@ async fn answer_exec(
     seen: &mut Seen,
 ) -> Result<(), String> {
     use agent::exec_server_message::Message as Q;
-    let Some(Q::ReadArgs(a)) = x.message else { return Err("the backend asked the IDE for something else than a read".to_owned()) };
+    let Some(Q::ReadArgs(a)) = x.message else {
+        return Err("the backend asked the IDE for something else than a read".to_owned());
+    };
     if !a.path.ends_with(TOOL_FILE) {
         return Err(format!("the backend asked to read {:?}", a.path));
     }
