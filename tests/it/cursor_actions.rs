@@ -574,3 +574,52 @@ async fn a_cursor_calls_detail_lists_the_context_blocks_and_their_size() {
     );
     s.te.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_calls_detail_lists_the_rules_and_skills_of_the_system_prompt_with_their_size() {
+    use agent::cursor_rule_type::Type;
+    let s = cursor_client::start("").await;
+    s.mock.push(Reply::sse(&oa_text("ok")));
+    let rule = |path: &str, content: &str, ty: Type| agent::CursorRule {
+        full_path: path.into(),
+        content: content.into(),
+        r#type: Some(agent::CursorRuleType { r#type: Some(ty) }),
+    };
+    let mut turn = cursor_client::Turn::new("req-rules", "conv-rules", "hello");
+    turn.context = agent::RequestContext {
+        rules: vec![
+            rule("/w/.cursor/rules/style.mdc", "Use tabs.", Type::Global(agent::CursorRuleTypeGlobal {})),
+            rule(
+                "/w/.cursor/rules/sql.mdc",
+                "SQL body",
+                Type::AgentFetched(agent::CursorRuleTypeAgentFetched { description: "Use for SQL".into() }),
+            ),
+        ],
+        non_file_rules: vec![agent::CursorRule { content: "Always answer in English.".into(), ..Default::default() }],
+        agent_skills: vec![agent::AgentSkill {
+            full_path: "/skills/deploy.md".into(),
+            description: "Deploys".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let seen = s.turn(&turn).await;
+    assert_eq!(seen.end, Some(Default::default()));
+    let calls = s.te.wait_calls(1).await;
+    let (status, body) = s.te.control(reqwest::Method::GET, &format!("/api/calls/{}", calls[0].summary.id), None).await;
+    assert_eq!(status, 200, "{body}");
+    let detail: Value = serde_json::from_str(&body).expect("json");
+    // What each adds to the system prompt: "\nUser rule:\nAlways answer in English.\n" is 38
+    // bytes, "\nRule (/w/.cursor/rules/style.mdc):\nUse tabs.\n" 46, the offered rule's line
+    // "- /w/.cursor/rules/sql.mdc: Use for SQL\n" 40, the skill's "- /skills/deploy.md: Deploys\n" 29.
+    assert_eq!(
+        detail["contextBlocks"],
+        json!([
+            {"kind": "rule", "source": "user rule", "bytes": 38},
+            {"kind": "rule", "source": "/w/.cursor/rules/style.mdc", "bytes": 46},
+            {"kind": "rule_offered", "source": "/w/.cursor/rules/sql.mdc", "bytes": 40},
+            {"kind": "skill_offered", "source": "/skills/deploy.md", "bytes": 29},
+        ])
+    );
+    s.te.stop().await;
+}

@@ -329,8 +329,13 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     }
     let catalog = Arc::new(Catalog::with_server_fetch(mode, &mcp, deps.fetcher.is_some()).without(&off));
     let mut initial = Vec::new();
+    // The user's rules, skills and MCP instructions in the system prompt this run writes (the
+    // Calls page lists them with the run's attachments).
+    let mut system_blocks = Vec::new();
     if transcript.is_empty() && restored.first().is_none_or(|e| e.message.role != Role::System) {
-        let system = prompt::system(custom_system_prompt.as_deref(), &env, workspace.as_deref(), &ctx);
+        let (system, blocks) =
+            prompt::system_with_blocks(custom_system_prompt.as_deref(), &env, workspace.as_deref(), &ctx);
+        system_blocks = blocks;
         initial.push(Entry::new(format!("system:{}", conversation.id), Message::text(Role::System, system)));
     }
     initial.extend(restored);
@@ -361,11 +366,13 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
                 t.output.publish(events::frame(&events::notice(notice), false));
             }
             // The Calls page lists them with each call of this run (its `request_id`).
-            if let Some(store) = deps.conversations.store().filter(|_| !attached.blocks.is_empty()) {
+            let listed: Vec<_> =
+                std::mem::take(&mut system_blocks).into_iter().chain(attached.blocks.clone()).collect();
+            if let Some(store) = deps.conversations.store().filter(|_| !listed.is_empty()) {
                 drop(store.conversation(crate::store::ConversationOp::RunContext {
                     run_id: run_id.clone(),
                     conversation_id: conversation.id.clone(),
-                    blocks: attached.blocks.clone(),
+                    blocks: listed,
                     created_ms: crate::clock::now_ms(),
                 }));
             }
