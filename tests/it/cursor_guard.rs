@@ -137,10 +137,26 @@ async fn a_failed_self_test_passes_that_version_through_until_retry() {
         ]
     );
 
-    // Retry while still broken: fails again, still passed through.
-    let report = s.te.handle.control().retry_cursor_version(VERSION).await.expect("retry");
-    let now = report.versions.iter().find(|x| x.version == VERSION).expect("listed");
-    assert_eq!(now.status, CursorTestStatus::Running);
+    // The dashboard's view over the control API.
+    let (status, body) = s.te.control(reqwest::Method::GET, "/api/cursor/versions", None).await;
+    assert_eq!(status, 200, "{body}");
+    let listed: serde_json::Value = serde_json::from_str(&body).expect("json");
+    let row = listed["versions"].as_array().expect("versions").iter().find(|v| v["version"] == VERSION).cloned();
+    let row = row.expect("listed");
+    assert_eq!((row["status"].as_str(), row["failedStep"].as_str()), (Some("failed"), Some("tool_round")));
+    assert!(
+        row["firstSeenMs"].as_i64().is_some()
+            && row["lastSeenMs"].as_i64().is_some()
+            && row["testedMs"].as_i64().is_some()
+    );
+
+    // Retry (the dashboard's button) while still broken: fails again, still passed through.
+    let (status, body) =
+        s.te.control(reqwest::Method::POST, &format!("/api/cursor/versions/{VERSION}/retry"), None).await;
+    assert_eq!(status, 200, "{body}");
+    let report: serde_json::Value = serde_json::from_str(&body).expect("json");
+    let now = report["versions"].as_array().expect("versions").iter().find(|v| v["version"] == VERSION).cloned();
+    assert_eq!(now.expect("listed")["status"], "running");
     wait_for(&s, VERSION, CursorTestStatus::Failed).await;
     let (official, _, _) = unary(&s, VERSION, "/aiserver.v1.AiService/AvailableModels", Vec::new()).await;
     assert!(official);
@@ -153,8 +169,8 @@ async fn a_failed_self_test_passes_that_version_through_until_retry() {
     let (official, status, body) = unary(&s, VERSION, "/aiserver.v1.AiService/AvailableModels", Vec::new()).await;
     assert_eq!((official, status), (false, 200));
     assert_eq!(local_names(&body), ["oa-model", "an-model", "rs-model"]);
-    let err = s.te.handle.control().retry_cursor_version("0.0.1").await.expect_err("never seen");
-    assert_eq!(err.kind(), "not_found");
+    let (status, body) = s.te.control(reqwest::Method::POST, "/api/cursor/versions/0.0.1/retry", None).await;
+    assert_eq!(status, 404, "a version never seen: {body}");
     s.te.stop().await;
 }
 
