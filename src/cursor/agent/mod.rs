@@ -465,6 +465,9 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     let routes = Routes { compactor: Some(&compactor), run: Some(&handle), ..pre_routes };
     let mut worker = std::pin::pin!(publisher.work(snapshots));
     let mut worker_done = false;
+    // Mid-run actions whose attachments are being read, by seqno (delivered with their text if
+    // the run ends first).
+    let mut compiling: HashMap<u64, agent::ConversationAction> = HashMap::new();
     let outcome = {
         let observer = Both(&frames, &tracker);
         let ports =
@@ -482,12 +485,14 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
                 m = t.inbox.next(), if inbox_open => match m {
                     Some((seqno, data)) => {
                         if let Some(action) = route(seqno, &data, &routes) {
+                            compiling.insert(seqno, action.clone());
                             attaching.push(attach(seqno, action, &mid_io, &ctx, vision));
                         }
                     }
                     None => inbox_open = false,
                 },
                 Some((seqno, action, attached)) = attaching.next(), if !attaching.is_empty() => {
+                    compiling.remove(&seqno);
                     for notice in &attached.notices {
                         t.output.publish(events::frame(&events::notice(notice), false));
                     }
@@ -506,6 +511,12 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
             }
         }
     };
+    // Their text goes the way of any message that arrives as a run ends.
+    let mut late: Vec<_> = compiling.into_iter().collect();
+    late.sort_by_key(|(seqno, _)| *seqno);
+    for (seqno, action) in late {
+        act(seqno, delivery::classify(action, &run_id, seqno), &routes);
+    }
     // Checkpoints already requested are published (in order) before the final one.
     tracker.close();
     if !worker_done {
