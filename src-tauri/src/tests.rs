@@ -147,3 +147,31 @@ fn the_tray_spend_line_shows_today_and_the_nearest_budget() {
     report.nearest = None;
     assert_eq!(crate::tray::spend_line(&report), "Today $3.12");
 }
+
+#[test]
+fn the_tray_cursor_line_names_a_version_that_failed_its_self_test() {
+    use keyhaven::control::dto::{CursorGuardReport, CursorTestStatus, CursorVersion};
+    let version = |v: &str, status: CursorTestStatus| CursorVersion {
+        version: v.into(),
+        first_seen_ms: 1,
+        last_seen_ms: 2,
+        status,
+        failed_step: None,
+        detail: None,
+        tested_ms: Some(2),
+        notice: (status == CursorTestStatus::Failed)
+            .then(|| format!("Cursor {v}: self-test failed — using Cursor's servers")),
+    };
+    let mut report = CursorGuardReport { available: true, versions: vec![version("3.15.0", CursorTestStatus::Passed)] };
+    assert_eq!(crate::tray::cursor_line(&report), None);
+    report.versions.insert(0, version("3.16.2", CursorTestStatus::Failed));
+    assert_eq!(
+        crate::tray::cursor_line(&report).as_deref(),
+        Some("Cursor 3.16.2: self-test failed — using Cursor's servers")
+    );
+    report.versions.push(version("3.14.1", CursorTestStatus::Failed));
+    assert_eq!(
+        crate::tray::cursor_line(&report).as_deref(),
+        Some("Cursor 3.16.2: self-test failed — using Cursor's servers (+1 more)")
+    );
+}

@@ -8,6 +8,10 @@
 //! Monthly 41 %", from `/api/budgets` through the control service), polled every 30 s; a budget
 //! past its warning threshold or its limit is marked there and in the tooltip (the tray's
 //! notice; there is no desktop notification plugin).
+//!
+//! Cursor: a third line follows the update guard (`/api/cursor/versions`): a Cursor version whose
+//! self-test failed shows "Cursor 3.16.2: self-test failed — using Cursor's servers" (also in
+//! the tooltip); choosing the line opens the dashboard, whose Cursor page has Retry.
 
 use keyhaven::app::supervisor::Supervisor;
 use keyhaven::control::dto::{self, EngineState, RoutingMode};
@@ -25,6 +29,7 @@ pub const TRAY_ID: &str = "keyhaven";
 pub mod id {
     pub const STATUS: &str = "status";
     pub const SPEND: &str = "spend";
+    pub const CURSOR: &str = "cursor-guard";
     pub const START: &str = "start";
     pub const STOP: &str = "stop";
     pub const OPEN: &str = "open";
@@ -43,6 +48,7 @@ const MODES: [(RoutingMode, &str, &str); 3] = [
 struct Tray<R: Runtime> {
     status: MenuItem<R>,
     spend: MenuItem<R>,
+    cursor: MenuItem<R>,
     start: MenuItem<R>,
     stop: MenuItem<R>,
     routing: Submenu<R>,
@@ -102,10 +108,23 @@ pub fn spend_line(report: &dto::BudgetReport) -> String {
     format!("{today} · {mark}{period} {} %", b.percent)
 }
 
+/// The Cursor line: the failed version's notice (the newest one, with how many more), or `None`
+/// when no seen version failed its self-test.
+pub fn cursor_line(report: &dto::CursorGuardReport) -> Option<String> {
+    let mut failed = report.versions.iter().filter(|v| v.status == dto::CursorTestStatus::Failed);
+    let first = failed.next()?;
+    let line = first.notice.clone().unwrap_or_else(|| format!("Cursor {}: self-test failed", first.version));
+    Some(match failed.count() {
+        0 => line,
+        n => format!("{line} (+{n} more)"),
+    })
+}
+
 /// Builds the tray and starts following the supervisor (which must be managed already).
 pub fn install<R: Runtime>(app: &AppHandle<R>) -> tauri::Result<()> {
     let status = MenuItem::with_id(app, id::STATUS, "Keyhaven: starting…", false, None::<&str>)?;
     let spend = MenuItem::with_id(app, id::SPEND, "Today —", false, None::<&str>)?;
+    let cursor = MenuItem::with_id(app, id::CURSOR, "Cursor: —", false, None::<&str>)?;
     let start = MenuItem::with_id(app, id::START, "Start", false, None::<&str>)?;
     let stop = MenuItem::with_id(app, id::STOP, "Stop", false, None::<&str>)?;
     let open = MenuItem::with_id(app, id::OPEN, "Open dashboard", true, None::<&str>)?;
@@ -124,6 +143,7 @@ pub fn install<R: Runtime>(app: &AppHandle<R>) -> tauri::Result<()> {
         &[
             &status,
             &spend,
+            &cursor,
             &PredefinedMenuItem::separator(app)?,
             &start,
             &stop,
@@ -143,6 +163,7 @@ pub fn install<R: Runtime>(app: &AppHandle<R>) -> tauri::Result<()> {
     app.manage(Tray {
         status,
         spend,
+        cursor,
         start,
         stop,
         routing,
@@ -178,13 +199,14 @@ pub async fn refresh<R: Runtime>(app: &AppHandle<R>) {
     let Some(supervisor) = app.try_state::<Supervisor>().map(|s| s.inner().clone()) else { return };
     let status = supervisor.status();
     let running = status.state == EngineState::Running;
-    let (mode, restore, budgets) = match supervisor.control() {
+    let (mode, restore, budgets, guard) = match supervisor.control() {
         Some(c) => (
             c.routing().await.ok().map(|r| r.mode),
             c.settings().await.ok().map(|s| s.restore_on_stop),
             c.budgets().await.ok(),
+            c.cursor_versions().await.ok(),
         ),
-        None => (None, None, None),
+        None => (None, None, None, None),
     };
     let Some(tray) = app.try_state::<Tray<R>>() else { return };
     if let Some(r) = restore {
@@ -195,6 +217,12 @@ pub async fn refresh<R: Runtime>(app: &AppHandle<R>) {
     let spend = budgets.as_ref().filter(|_| running).map(spend_line);
     let _ = tray.spend.set_text(spend.as_deref().unwrap_or("Today —"));
     if let Some(line) = &spend {
+        text = format!("{text}\n{line}");
+    }
+    let cursor = guard.as_ref().filter(|_| running).and_then(cursor_line);
+    let _ = tray.cursor.set_text(cursor.as_deref().unwrap_or("Cursor: —"));
+    let _ = tray.cursor.set_enabled(cursor.is_some());
+    if let Some(line) = &cursor {
         text = format!("{text}\n{line}");
     }
     let _ = tray.start.set_enabled(matches!(status.state, EngineState::Stopped | EngineState::Error));
@@ -218,7 +246,7 @@ fn on_menu<R: Runtime>(app: &AppHandle<R>, event: MenuEvent) {
     let app = app.clone();
     let id = event.id().as_ref().to_owned();
     match id.as_str() {
-        id::OPEN => crate::window::open(&app),
+        id::OPEN | id::CURSOR => crate::window::open(&app),
         id::QUIT => crate::quit(&app),
         id::COPY_URL => {
             if let Some(url) = supervisor.status().gateway_url

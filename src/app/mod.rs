@@ -155,6 +155,22 @@ pub struct EngineHandle {
 pub struct CursorParts {
     pub backend: Arc<Backend>,
     pub state: api::cursor::CursorState,
+    /// The update guard (Cursor versions and their self-test).
+    pub guard: Arc<crate::cursor::guard::Guard>,
+}
+
+/// The control service's view of the update guard.
+#[derive(Debug)]
+struct GuardPort(Arc<crate::cursor::guard::Guard>);
+
+impl crate::control::cursor_guard::CursorGuardPort for GuardPort {
+    fn versions(&self) -> Vec<crate::store::CursorVersionRow> {
+        self.0.versions()
+    }
+
+    fn retry(&self, version: &str) -> bool {
+        self.0.retry(version)
+    }
 }
 
 impl EngineHandle {
@@ -314,6 +330,9 @@ impl Engine {
             shutdown: spawner.root_token().child_token(),
             retention_days: retention_days.clone(),
             local_offset_s,
+            cursor_guard: cursor.as_ref().map(|c| {
+                Arc::new(GuardPort(c.guard.clone())) as Arc<dyn crate::control::cursor_guard::CursorGuardPort>
+            }),
         });
         let dashboard = Arc::new(api::control::session::Sessions::new(addr.port()));
         let mut guard = GuardConfig::for_listener(addr);
@@ -439,8 +458,14 @@ async fn start_proxy(
     let web =
         WebTools::from_config(&config.file.web, gateway.secrets()).map_err(|e| EngineError::Web(e.to_string()))?;
     // `record_calls = false` keeps no transcript either: conversations live in memory only.
-    let transcripts = config.file.server.record_calls.then_some(store);
+    let transcripts = config.file.server.record_calls.then_some(store.clone());
     let backend = Backend::new(gateway, transcripts, spawner.clone(), backend_options(config));
+    // The update guard's rows are not call data: kept whatever `record_calls` says.
+    let prices = PriceTable::builtin().map_err(|e| EngineError::Pricing(e.to_string()))?;
+    let catalog: api::cursor::selftest::CatalogBuilder = Arc::new(move |f| Catalog::new(f, &prices));
+    let self_test = Arc::new(api::cursor::selftest::CursorSelfTest::new(upstream.clone(), spawner.clone(), catalog));
+    let guard = crate::cursor::guard::Guard::load(Some(store), spawner.clone(), self_test).await;
+    guard.set_enabled(c.update_guard);
     install_web_tools(&backend, web);
     let mode = ModeSwitch::new(config.file.proxy.mode);
     let state = api::cursor::CursorState::new(
@@ -449,12 +474,13 @@ async fn start_proxy(
         spawner.clone(),
         mode.clone(),
         CursorOptions { http2: c.http2, route_wait: Duration::from_millis(c.first_message_wait) },
-    );
+    )
+    .with_guard(guard.clone());
     let service = api::cursor::router(state.clone());
     let deps =
         ProxyDeps { ca: Arc::new(ca), service, upstream, mode, sink: Arc::new(TracingSink), spawner: spawner.clone() };
     let proxy = proxy::start(ProxyOptions::new(config.proxy_listen_addr()), deps).await?;
-    Ok((proxy, CursorParts { backend, state }))
+    Ok((proxy, CursorParts { backend, state, guard }))
 }
 
 /// Installs `[web]`'s search provider and page fetcher into the Cursor backend: none with

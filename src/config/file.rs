@@ -438,6 +438,9 @@ pub struct CursorConfig {
     pub heartbeat: u64,
     /// `GetServerConfig`'s `http2_config`.
     pub http2: CursorHttp2,
+    /// The update guard: self-test each new Cursor version, pass a failing one through to
+    /// Cursor's servers until Retry.
+    pub update_guard: bool,
 }
 
 impl Default for CursorConfig {
@@ -448,6 +451,7 @@ impl Default for CursorConfig {
             linger: 30_000,
             heartbeat: 5_000,
             http2: CursorHttp2::Official,
+            update_guard: true,
         }
     }
 }

@@ -1183,3 +1183,47 @@ pub struct BudgetInput {
     #[serde(default)]
     pub downgrade_to: Option<String>,
 }
+
+/// Where a Cursor version's self-test stands (the update guard).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub enum CursorTestStatus {
+    /// Not tested yet (a test a shutdown interrupted runs when the version is next seen).
+    Untested,
+    Running,
+    Passed,
+    /// Keyhaven passes this version's requests through to Cursor's servers until Retry.
+    Failed,
+}
+
+/// A Cursor version the proxy has seen and its self-test (`GET /api/cursor/versions`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct CursorVersion {
+    /// The IDE's `x-cursor-client-version`, e.g. `3.16.2`.
+    pub version: String,
+    pub first_seen_ms: i64,
+    pub last_seen_ms: i64,
+    pub status: CursorTestStatus,
+    /// The step that failed: `model_list`, `text_turn` or `tool_round`.
+    pub failed_step: Option<String>,
+    /// What the failed step saw.
+    pub detail: Option<String>,
+    /// When the last self-test ended (or started, while it runs).
+    pub tested_ms: Option<i64>,
+    /// The one line the tray shows for a failed version, e.g. "Cursor 3.16.2: self-test failed
+    /// — using Cursor's servers".
+    pub notice: Option<String>,
+}
+
+/// `GET /api/cursor/versions`: every version seen, the most recently seen first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct CursorGuardReport {
+    /// `false` when the proxy does not run (no guard).
+    pub available: bool,
+    pub versions: Vec<CursorVersion>,
+}

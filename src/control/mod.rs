@@ -31,6 +31,7 @@
 //!   is set in the config file only.
 
 mod budgets;
+pub mod cursor_guard;
 mod doctor;
 pub mod dto;
 pub use budgets::apply as apply_budgets;
@@ -205,6 +206,8 @@ pub struct ControlDeps {
     pub retention_days: Arc<AtomicU32>,
     /// The system's UTC offset in seconds (budgets follow it unless `time_zone` says otherwise).
     pub local_offset_s: i32,
+    /// The Cursor update guard (`None`: no proxy).
+    pub cursor_guard: Option<Arc<dyn cursor_guard::CursorGuardPort>>,
 }
 
 struct Inner {
@@ -223,6 +226,7 @@ struct Inner {
     shutdown: CancellationToken,
     retention_days: Arc<AtomicU32>,
     local_offset_s: i32,
+    cursor_guard: Option<Arc<dyn cursor_guard::CursorGuardPort>>,
     started: Instant,
     /// The config currently applied (the file's last validated content).
     current: RwLock<FileConfig>,
@@ -267,6 +271,7 @@ impl ControlService {
                 shutdown: deps.shutdown,
                 retention_days: deps.retention_days,
                 local_offset_s: deps.local_offset_s,
+                cursor_guard: deps.cursor_guard,
                 started: Instant::now(),
             }),
         }

@@ -15,6 +15,8 @@
 //!   `get_blob_args`).
 //! - [`checkpoint`]: `ConversationStateStructure` from the transcript (blobs, trimming), its
 //!   publication during a run, and restoring a transcript from an incoming state.
+//! - [`guard`]: the update guard (Cursor versions seen, their self-test, pass-through of a
+//!   version that failed it until the user retries).
 //!
 //! Invariant: `cursor` uses `model`, `provider`, `store`, `run` and the leaves; nothing below it
 //! (`model`, `provider`, `store`, `run`) names `cursor`.
@@ -23,6 +25,7 @@ pub mod agent;
 pub mod blobs;
 pub mod checkpoint;
 pub mod conversation;
+pub mod guard;
 pub mod protocol;
 pub mod services;
 pub mod tab;

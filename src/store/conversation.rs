@@ -90,6 +90,8 @@ pub enum ConversationOp {
         blocks: Vec<crate::store::ContextBlock>,
         created_ms: i64,
     },
+    /// A Cursor version's row (the update guard: seen, self-test result).
+    CursorVersion(crate::store::CursorVersionRow),
 }
 
 impl ConversationOp {
@@ -105,6 +107,7 @@ impl ConversationOp {
             ConversationOp::AckedBlobs { .. } => "acked_blobs",
             ConversationOp::Reasoning { .. } => "reasoning",
             ConversationOp::RunContext { .. } => "run_context",
+            ConversationOp::CursorVersion(_) => "cursor_version",
         }
     }
 }
@@ -235,6 +238,7 @@ pub(crate) fn prune(conn: &Connection, before_ms: i64) -> rusqlite::Result<u64> 
 
 pub(crate) fn apply(conn: &Connection, op: &ConversationOp, epoch: i64) -> rusqlite::Result<u64> {
     match op {
+        ConversationOp::CursorVersion(row) => crate::store::cursor_versions::upsert(conn, row),
         ConversationOp::RunContext { run_id, conversation_id, blocks, created_ms } => {
             let json =
                 serde_json::to_string(blocks).map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;

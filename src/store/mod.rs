@@ -25,6 +25,7 @@
 
 mod checkpoint;
 mod conversation;
+mod cursor_versions;
 mod queue;
 mod read;
 mod schema;
@@ -49,6 +50,7 @@ use crate::store::queue::{PushError, Queue};
 use crate::store::writer::{Command, Writer};
 
 pub use conversation::{CheckpointRecord, ConversationOp};
+pub use cursor_versions::CursorVersionRow;
 pub use read::{
     CallDetail, CallFilter, CallSummary, ContextBlock, CostSourceRow, DEFAULT_LIMIT, LATENCY_BOUNDS_MS,
     LatencyHistogram, MAX_LIMIT, SessionRow, UsageDailyRow, UsageGroup, UsageGroupRow, UsageRow, UsageSplitRow,
@@ -389,6 +391,11 @@ impl Store {
     /// The gateway's remembered reasoning since `since_ms`, oldest first (loaded at start).
     pub async fn reasoning_since(&self, since_ms: i64) -> Result<Vec<crate::model::ReasoningRecord>, StoreError> {
         self.read(move |c| Ok(conversation::reasoning_since(c, since_ms)?)).await
+    }
+
+    /// The Cursor versions seen, most recently seen first (the update guard).
+    pub async fn cursor_versions(&self) -> Result<Vec<CursorVersionRow>, StoreError> {
+        self.read(|c| Ok(cursor_versions::all(c)?)).await
     }
 
     /// A conversation's messages in order.

@@ -102,6 +102,7 @@ async fn migrations_apply_on_a_fresh_file() {
             "calls",
             "checkpoints",
             "conversations",
+            "cursor_versions",
             "latency_daily",
             "messages",
             "pending_messages",
@@ -964,4 +965,31 @@ async fn a_calls_detail_lists_its_runs_context_blocks() {
     store.record_start(start("c2", DAY0, "m")).await.expect("start");
     assert_eq!(store.call_detail("c1").await.expect("read").expect("row").context_blocks, blocks);
     assert!(store.call_detail("c2").await.expect("read").expect("row").context_blocks.is_empty());
+}
+
+#[tokio::test]
+async fn a_cursor_versions_row_keeps_its_first_sighting_and_takes_the_latest_test() {
+    use crate::store::{ConversationOp, CursorVersionRow};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = db_path(&dir);
+    let store = Store::open(&path, opts(1)).expect("open");
+    let row = |first: i64, last: i64, status: Option<&str>, step: Option<&str>| CursorVersionRow {
+        version: "3.16.2".into(),
+        first_seen_ms: first,
+        last_seen_ms: last,
+        test_status: status.map(str::to_owned),
+        failed_step: step.map(str::to_owned),
+        detail: step.map(|_| "no exec".to_owned()),
+        tested_ms: status.map(|_| last),
+    };
+    store.conversation(ConversationOp::CursorVersion(row(100, 100, Some("running"), None))).await.expect("seen");
+    // A later write with a later first sighting (another process's memory) keeps the first one.
+    store
+        .conversation(ConversationOp::CursorVersion(row(150, 200, Some("failed"), Some("tool_round"))))
+        .await
+        .expect("failed");
+    store.close().expect("close");
+    let store = Store::open(&path, opts(2)).expect("reopen");
+    let rows = store.cursor_versions().await.expect("read");
+    assert_eq!(rows, vec![row(100, 200, Some("failed"), Some("tool_round"))]);
 }

@@ -20,6 +20,7 @@ const PAGES = [
   ["routing", "Routing"],
   ["calls", "Calls"],
   ["budgets", "Budgets"],
+  ["cursor", "Cursor"],
   ["ca", "CA Trust"],
   ["settings", "Settings"],
   ["logs", "Logs"],

@@ -12,7 +12,8 @@
 //!   conversation's todos in the user message;
 //! - `inject_context_action` during a run is acknowledged `queued`, then `delivered` when it
 //!   enters the transcript, and reaches the next model call; one for another run is `rejected`;
-//!   as a run's own action it starts a turn;
+//!   as a run's own action it starts a turn; what a mid-run message (injected or a follow-up
+//!   user message) has attached reaches the model as the first message's attachments do;
 //! - an action Keyhaven does not support ends with a notice, never an empty turn;
 //! - rules, skills and MCP definitions moved into blobs reach the prompt like the inline fields;
 //! - `McpResult.server_not_found` and `approved` become cards the IDE decodes and words the model
@@ -231,6 +232,107 @@ async fn an_injected_message_reaches_the_running_turn_and_is_acknowledged() {
     assert_eq!(roles(&up[1].body), vec!["system", "user", "assistant", "tool", "user"]);
     assert_eq!(up[1].body["messages"][4]["content"], "also check b.txt");
     assert!(!up[1].body.to_string().contains("stale words"));
+    s.te.stop().await;
+}
+
+/// `UserMessage{text=1, message_id=2, selected_context=3 {files=4 {content=1, path=2,
+/// relative_path=3}, code_selections=5 {content=1, path=2, relative_path=3, range=4 {start=1
+/// {line=1}, end=2 {line=1}}}}, mode=4}`.
+fn user_message_with_context(text: &str, message_id: &str, root: &str) -> Vec<u8> {
+    let inline = [st(1, "fn a() {}\n"), st(2, &format!("{root}/src/a.rs")), st(3, "src/a.rs")].concat();
+    let path_only = st(2, &format!("{root}/src/b.rs"));
+    let selection = [
+        st(1, "let x = 1;"),
+        st(2, &format!("{root}/src/c.rs")),
+        st(3, "src/c.rs"),
+        ld(4, &[ld(1, &int(1, 3)), ld(2, &int(1, 5))].concat()),
+    ]
+    .concat();
+    let selected = [ld(4, &inline), ld(4, &path_only), ld(5, &selection)].concat();
+    [st(1, text), st(2, message_id), ld(3, &selected), int(4, 1)].concat()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attachments_of_mid_run_messages_reach_the_model_like_the_first_messages() {
+    let s = cursor_client::start("").await;
+    let root = s.ws.root_str();
+    s.ws.write("a.txt", "alpha\n");
+    s.ws.write("src/b.rs", "fn b() {}\n");
+    s.mock.push(Reply::sse(&oa_tools(&[("c-read", "read_file", json!({"path": "a.txt"}))])));
+    s.mock.push(Reply::sse(&oa_tools(&[("c-read2", "read_file", json!({"path": "a.txt"}))])));
+    s.mock.push(Reply::sse(&oa_text("done")));
+    let gate = Arc::new(Semaphore::new(0));
+    let policy: cursor_client::Policy = {
+        let gate = gate.clone();
+        Arc::new(
+            move |x: &agent::ExecServerMessage| {
+                if x.exec_id.starts_with("c-read") { Act::After(gate.clone()) } else { Act::Run }
+            },
+        )
+    };
+    let msg = raw::run_request(
+        &user_message_action(&s, "read a.txt", "m-first"),
+        "conv-mid",
+        "oa-model",
+        &raw::run_id("run-9"),
+    );
+    let run = s.start_raw_run("req-mid", &msg, policy).await;
+    let exec_seen = |id: &'static str| {
+        move |m: &[agent::AgentServerMessage]| {
+            m.iter().any(
+                |m| matches!(&m.message, Some(agent_server_message::Message::ExecServerMessage(x)) if x.exec_id == id),
+            )
+        }
+    };
+    run.wait_for(exec_seen("c-read")).await;
+    // Injected (3.13+): inject_context_action=19 {injection_id=1, expected_run_id=2, user_context=3 {user_message=1}}.
+    let injected = raw::conversation_action(&ld(
+        19,
+        &[st(1, "inj-ctx"), st(2, "run-9"), ld(3, &ld(1, &user_message_with_context("look at these", "m-inj", &root)))]
+            .concat(),
+    ));
+    run.send_raw(&injected).await;
+    run.wait_for(|m| injection_states(m).len() == 1).await;
+    gate.add_permits(1);
+    run.wait_for(exec_seen("c-read2")).await;
+    // A follow-up user message: user_message_action=1 {user_message=1}.
+    run.send_raw(&raw::conversation_action(&ld(1, &ld(1, &user_message_with_context("and these", "m-follow", &root)))))
+        .await;
+    run.wait_for(|m| {
+        m.iter().any(|m| {
+            matches!(&m.message, Some(agent_server_message::Message::InteractionUpdate(u))
+                if matches!(&u.message, Some(interaction_update::Message::UserMessageAppended(a))
+                    if a.user_message.as_ref().is_some_and(|m| m.message_id == "m-follow")))
+        })
+    })
+    .await;
+    gate.add_permits(1);
+    let seen = run.finish().await;
+    assert_eq!(seen.end, Some(Default::default()));
+    let blocks = |text: &str| {
+        vec![
+            "<attached source=\"file\" path=\"src/a.rs\">\nfn a() {}\n</attached>".to_owned(),
+            format!("<attached source=\"file\" path=\"{root}/src/b.rs\">\nfn b() {{}}\n</attached>"),
+            "<attached source=\"selection\" path=\"src/c.rs\" lines=\"3-5\">\nlet x = 1;\n</attached>".to_owned(),
+            text.to_owned(),
+        ]
+    };
+    let up = s.mock.seen();
+    assert_eq!(up.len(), 3);
+    let user_texts = |i: usize, n: usize| -> Vec<String> {
+        let users: Vec<&Value> =
+            up[i].body["messages"].as_array().expect("messages").iter().filter(|m| m["role"] == "user").collect();
+        match &users[n]["content"] {
+            Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str().map(str::to_owned)).collect(),
+            Value::String(t) => vec![t.clone()],
+            other => panic!("content {other}"),
+        }
+    };
+    assert_eq!(user_texts(1, 1), blocks("look at these"), "the injected message's attachments");
+    assert_eq!(user_texts(2, 2), blocks("and these"), "the follow-up message's attachments");
+    // The path-only file was read through exec for each message (no card).
+    let ctx_reads = seen.execs().iter().filter(|x| x.exec_id.contains(":ctx")).count();
+    assert_eq!(ctx_reads, 2);
     s.te.stop().await;
 }
 
@@ -468,6 +570,55 @@ async fn a_cursor_calls_detail_lists_the_context_blocks_and_their_size() {
         json!([
             {"kind": "file", "source": "src/a.rs", "bytes": 62},
             {"kind": "selection", "source": "src/c.rs", "bytes": 80},
+        ])
+    );
+    s.te.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_calls_detail_lists_the_rules_and_skills_of_the_system_prompt_with_their_size() {
+    use agent::cursor_rule_type::Type;
+    let s = cursor_client::start("").await;
+    s.mock.push(Reply::sse(&oa_text("ok")));
+    let rule = |path: &str, content: &str, ty: Type| agent::CursorRule {
+        full_path: path.into(),
+        content: content.into(),
+        r#type: Some(agent::CursorRuleType { r#type: Some(ty) }),
+    };
+    let mut turn = cursor_client::Turn::new("req-rules", "conv-rules", "hello");
+    turn.context = agent::RequestContext {
+        rules: vec![
+            rule("/w/.cursor/rules/style.mdc", "Use tabs.", Type::Global(agent::CursorRuleTypeGlobal {})),
+            rule(
+                "/w/.cursor/rules/sql.mdc",
+                "SQL body",
+                Type::AgentFetched(agent::CursorRuleTypeAgentFetched { description: "Use for SQL".into() }),
+            ),
+        ],
+        non_file_rules: vec![agent::CursorRule { content: "Always answer in English.".into(), ..Default::default() }],
+        agent_skills: vec![agent::AgentSkill {
+            full_path: "/skills/deploy.md".into(),
+            description: "Deploys".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let seen = s.turn(&turn).await;
+    assert_eq!(seen.end, Some(Default::default()));
+    let calls = s.te.wait_calls(1).await;
+    let (status, body) = s.te.control(reqwest::Method::GET, &format!("/api/calls/{}", calls[0].summary.id), None).await;
+    assert_eq!(status, 200, "{body}");
+    let detail: Value = serde_json::from_str(&body).expect("json");
+    // What each adds to the system prompt: "\nUser rule:\nAlways answer in English.\n" is 38
+    // bytes, "\nRule (/w/.cursor/rules/style.mdc):\nUse tabs.\n" 46, the offered rule's line
+    // "- /w/.cursor/rules/sql.mdc: Use for SQL\n" 40, the skill's "- /skills/deploy.md: Deploys\n" 29.
+    assert_eq!(
+        detail["contextBlocks"],
+        json!([
+            {"kind": "rule", "source": "user rule", "bytes": 38},
+            {"kind": "rule", "source": "/w/.cursor/rules/style.mdc", "bytes": 46},
+            {"kind": "rule_offered", "source": "/w/.cursor/rules/sql.mdc", "bytes": 40},
+            {"kind": "skill_offered", "source": "/skills/deploy.md", "bytes": 29},
         ])
     );
     s.te.stop().await;

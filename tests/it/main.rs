@@ -15,6 +15,7 @@ mod count_tokens;
 mod cursor_actions;
 mod cursor_binding;
 mod cursor_context;
+mod cursor_guard;
 mod cursor_sim;
 mod cursor_tab;
 mod doctor;

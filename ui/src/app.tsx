@@ -9,6 +9,7 @@ import { SettingsPage } from "./pages/settings";
 import { Logs } from "./pages/logs";
 import { Clients } from "./pages/clients";
 import { Budgets } from "./pages/budgets";
+import { CursorVersions } from "./pages/cursor";
 import { api, inApp, isNoSession, type AppStatus } from "./ipc";
 import { ErrorNotice, useAction } from "./ui";
 
@@ -20,6 +21,7 @@ export const ROUTES = [
   { path: "calls", label: "Calls", view: Calls },
   { path: "budgets", label: "Budgets", view: Budgets },
   { path: "prices", label: "Prices", view: Prices },
+  { path: "cursor", label: "Cursor", view: CursorVersions },
   { path: "ca", label: "CA Trust", view: CaTrust },
   { path: "settings", label: "Settings", view: SettingsPage },
   { path: "logs", label: "Logs", view: Logs },

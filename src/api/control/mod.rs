@@ -43,6 +43,8 @@
 //! POST   /api/web/test                  (one test search: hit count or the error)
 //! GET    /api/budgets                   POST /api/budgets     (spend per budget, today's spend)
 //! PUT    /api/budgets/{name}            DELETE /api/budgets/{name}
+//! GET    /api/cursor/versions       (Cursor versions seen, each one's self-test)
+//! POST   /api/cursor/versions/{version}/retry   (reruns that version's self-test)
 //! GET    /metrics                       (HTTP only: Prometheus text format, same guard)
 //! ```
 
@@ -188,6 +190,8 @@ fn routes() -> Router<ControlService> {
         .route("/api/models/{name}/test", post(test_model))
         .route("/api/budgets", get(budgets).post(create_budget))
         .route("/api/budgets/{name}", put(update_budget).delete(delete_budget))
+        .route("/api/cursor/versions", get(cursor_versions))
+        .route("/api/cursor/versions/{version}/retry", post(retry_cursor_version))
         .route("/api/routing", get(routing).put(set_routing))
         .route("/api/routing/models/{name}", put(set_model_route))
         .route("/api/routing/tab", put(set_tab))
@@ -389,6 +393,14 @@ async fn update_model(State(s): Svc, Path(name): Path<String>, body: Bytes) -> R
 async fn delete_model(State(s): Svc, Path(name): Path<String>) -> Result<StatusCode, CtlError> {
     s.delete_model(&name).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+async fn cursor_versions(State(s): Svc) -> Res<dto::CursorGuardReport> {
+    ok(s.cursor_versions().await)
+}
+
+async fn retry_cursor_version(State(s): Svc, Path(version): Path<String>) -> Res<dto::CursorGuardReport> {
+    ok(s.retry_cursor_version(&version).await)
 }
 
 async fn budgets(State(s): Svc) -> Res<dto::BudgetReport> {

@@ -18,6 +18,11 @@
 //! marked `cursor = "upstream"`, or one Keyhaven does not know, sends the whole stream (RunSSE or
 //! `Run`, and every append) to the official service unchanged.
 //!
+//! The update guard ([`crate::cursor::guard`]): every request's `x-cursor-client-version` is
+//! shown to the guard first; a version whose self-test ([`selftest`]) failed is passed through
+//! to the official service whole (like `upstream` mode), except appends to a local stream that
+//! started before the failure. A new version is served normally while its test runs.
+//!
 //! A local stream belongs to the client that first named it (issue 14 §5): its request id alone
 //! lets no other local connection read its output or inject tool results, approvals or messages.
 //! The IDE sends each BidiAppend on a new connection (`Connection: close`, docs/cursor-wire.md
@@ -28,6 +33,7 @@
 
 mod routes;
 mod tab;
+pub mod selftest;
 mod unary;
 
 use std::sync::Arc;
@@ -44,6 +50,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use prost::Message;
 
 use crate::config::{CursorHttp2, RoutingMode};
+use crate::cursor::guard::{Guard, Verdict};
 use crate::cursor::protocol::connect::{self, Code, EndStream, Envelope, EnvelopeDecoder, ErrorBody};
 use crate::cursor::protocol::{aiserver, connect::FrameError};
 use crate::cursor::transport::{Push, Subscription, Transport};
@@ -123,6 +130,8 @@ pub struct CursorState {
     routes: Arc<Routes>,
     /// Cursor Tab: one suggestion in flight per editor.
     tab: crate::cursor::tab::Supersede,
+    /// The update guard (`None`: every version is served as configured).
+    guard: Option<Arc<Guard>>,
 }
 
 impl CursorState {
@@ -135,7 +144,18 @@ impl CursorState {
     ) -> CursorState {
         let max = backend.registry().options().max_transports;
         let routes = Arc::new(Routes::new(max, options.route_wait, spawner.clone()));
-        CursorState { backend, upstream, spawner, mode, options, routes, tab: Default::default() }
+        CursorState { backend, upstream, spawner, mode, options, routes, guard: None, tab: Default::default() }
+    }
+
+    /// The same state with the update guard in front of every request.
+    pub fn with_guard(mut self, guard: Arc<Guard>) -> CursorState {
+        self.guard = Some(guard);
+        self
+    }
+
+    /// The update guard, if any.
+    pub fn guard(&self) -> Option<&Arc<Guard>> {
+        self.guard.as_ref()
     }
 
     fn hybrid(&self) -> bool {
@@ -174,7 +194,34 @@ pub fn router(state: CursorState) -> Router {
         .route("/aiserver.v1.AiService/StreamNextCursorPrediction", post(tab::next_cursor_prediction))
         .route("/aiserver.v1.ServerConfigService/GetServerConfig", post(unary::server_config))
         .fallback(forward)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), update_guard))
         .with_state(state)
+}
+
+/// The IDE's version header.
+const CLIENT_VERSION: &str = "x-cursor-client-version";
+
+/// Marks a request whose Cursor version failed its self-test (read by [`bidi_append`]).
+#[derive(Debug, Clone, Copy)]
+struct GuardedUpstream;
+
+/// Shows the request's Cursor version to the update guard; a version that failed its self-test
+/// goes to the official service. Appends are decided in [`bidi_append`] (a local stream that
+/// started before the failure keeps its appends).
+async fn update_guard(State(state): State<CursorState>, mut req: Request, next: axum::middleware::Next) -> Response {
+    let verdict = match (&state.guard, header_str(req.headers(), CLIENT_VERSION)) {
+        (Some(guard), Some(version)) => guard.observe(version),
+        _ => Verdict::Serve,
+    };
+    if verdict == Verdict::Serve {
+        return next.run(req).await;
+    }
+    if req.uri().path() == "/aiserver.v1.BidiService/BidiAppend" {
+        req.extensions_mut().insert(GuardedUpstream);
+        return next.run(req).await;
+    }
+    tracing::debug!(path = req.uri().path(), "Cursor version failed its self-test: passed through");
+    forward(State(state), req).await
 }
 
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -371,7 +418,10 @@ async fn bidi_append(State(state): State<CursorState>, req: Request) -> Response
             return append_ok();
         }
     };
-    if state.routes.is_upstream(&append.request_id) {
+    if state.routes.is_upstream(&append.request_id)
+        || (parts.extensions.get::<GuardedUpstream>().is_some()
+            && state.backend.registry().get(&append.request_id).is_none())
+    {
         return state.upstream.forward(Request::from_parts(parts, Body::from(bytes))).await;
     }
     let binding = client_binding(&parts.headers);

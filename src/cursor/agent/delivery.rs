@@ -14,6 +14,13 @@
 //! | `resume_action` | ignored |
 //! | anything else (`start_plan_action`, background and subagent actions, …) | ignored, with a notice naming it |
 //!
+//! **Attachments.** A mid-run user message (`user_message_action`, or an injected
+//! `user_context`) that carries `selected_context` (or a text moved to a blob) is compiled like a
+//! run's first message ([`crate::cursor::agent::context::user_content`]: blocks, images, files
+//! read through exec, blobs through KV) before it is delivered; [`needs_context`] says which, and
+//! [`classify_with`] puts the compiled content into its entry. Its blocks are not deduplicated
+//! against the transcript (the run holds it while it works), only within the message.
+//!
 //! A message batch the run (or, when it was already finalizing, the next run) accepted is
 //! echoed as `user_message_appended` (§4.6 case 6), so the client knows it was taken.
 //!
@@ -141,6 +148,67 @@ pub fn classify(action: agent::ConversationAction, run_id: &str, seqno: u64) -> 
         },
         None => Delivery::Unsupported("an action this version of Keyhaven does not know"),
     }
+}
+
+/// The user message whose attachments a mid-run action carries: the `user_message` of a
+/// `user_message_action` or an injected `user_context`.
+pub fn main_user(action: &agent::ConversationAction) -> Option<&agent::UserMessage> {
+    match &action.action {
+        Some(conversation_action::Action::UserMessageAction(a)) => a.user_message.as_ref(),
+        Some(conversation_action::Action::InjectContextAction(a)) => match &a.payload {
+            Some(inject_context_action::Payload::UserContext(u)) => u.user_message.as_ref(),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Whether a mid-run action's message must be compiled before delivery: it has attachments, or
+/// its text is in a blob.
+pub fn needs_context(action: &agent::ConversationAction) -> bool {
+    let in_blob = |id: &Option<Vec<u8>>| id.as_ref().is_some_and(|b| !b.is_empty());
+    main_user(action).is_some_and(|m| {
+        m.selected_context.is_some()
+            || (m.text.is_empty() && (in_blob(&m.text_blob_id) || in_blob(&m.rich_text_blob_id)))
+    })
+}
+
+/// As [`classify`], with the main user message's content (its compiled attachments and text)
+/// in place of its bare text.
+pub fn classify_with(mut action: agent::ConversationAction, run_id: &str, seqno: u64, content: Message) -> Delivery {
+    let text = content.joined_text("\n");
+    let placeholder = if text.is_empty() { "(attachments)".to_owned() } else { text };
+    match &mut action.action {
+        Some(conversation_action::Action::UserMessageAction(a)) => {
+            if let Some(m) = a.user_message.as_mut().filter(|m| m.text.is_empty()) {
+                m.text = placeholder;
+            }
+        }
+        Some(conversation_action::Action::InjectContextAction(a)) => {
+            if let Some(inject_context_action::Payload::UserContext(u)) = &mut a.payload
+                && let Some(m) = u.user_message.as_mut().filter(|m| m.text.is_empty())
+            {
+                m.text = placeholder;
+            }
+        }
+        _ => {}
+    }
+    let main_id = main_user(&action).map(|m| m.message_id.clone());
+    let mut delivery = classify(action, run_id, seqno);
+    let patch = |e: &mut Entry| {
+        e.message = content.clone();
+    };
+    match &mut delivery {
+        Delivery::Command(RunCommand::InsertMessages(batch) | RunCommand::BreakMessages(batch)) => {
+            // The main message is the batch's last entry (after `prepend_user_messages`).
+            if let Some(e) = batch.last_mut().filter(|_| main_id.is_some()) {
+                patch(e);
+            }
+        }
+        Delivery::Inject { entry, .. } => patch(entry),
+        _ => {}
+    }
+    delivery
 }
 
 /// `user_message_appended` for an accepted entry.

@@ -47,7 +47,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::FutureExt;
+use futures::{FutureExt, StreamExt};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -166,7 +166,12 @@ async fn pump<F: Future>(t: &Transport, routes: &Routes<'_>, fut: F) -> Option<F
             () = t.cancel.cancelled() => return None,
             out = &mut fut => return Some(out),
             m = t.inbox.next(), if open => match m {
-                Some((seqno, data)) => route(seqno, &data, routes),
+                Some((seqno, data)) => {
+                    // No run to compile attachments for: the message's text is delivered.
+                    if let Some(action) = route(seqno, &data, routes) {
+                        act(seqno, delivery::classify(action, routes.run_id, seqno), routes);
+                    }
+                }
                 None => open = false,
             },
         }
@@ -324,8 +329,13 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     }
     let catalog = Arc::new(Catalog::with_server_fetch(mode, &mcp, deps.fetcher.is_some()).without(&off));
     let mut initial = Vec::new();
+    // The user's rules, skills and MCP instructions in the system prompt this run writes (the
+    // Calls page lists them with the run's attachments).
+    let mut system_blocks = Vec::new();
     if transcript.is_empty() && restored.first().is_none_or(|e| e.message.role != Role::System) {
-        let system = prompt::system(custom_system_prompt.as_deref(), &env, workspace.as_deref(), &ctx);
+        let (system, blocks) =
+            prompt::system_with_blocks(custom_system_prompt.as_deref(), &env, workspace.as_deref(), &ctx);
+        system_blocks = blocks;
         initial.push(Entry::new(format!("system:{}", conversation.id), Message::text(Role::System, system)));
     }
     initial.extend(restored);
@@ -356,11 +366,13 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
                 t.output.publish(events::frame(&events::notice(notice), false));
             }
             // The Calls page lists them with each call of this run (its `request_id`).
-            if let Some(store) = deps.conversations.store().filter(|_| !attached.blocks.is_empty()) {
+            let listed: Vec<_> =
+                std::mem::take(&mut system_blocks).into_iter().chain(attached.blocks.clone()).collect();
+            if let Some(store) = deps.conversations.store().filter(|_| !listed.is_empty()) {
                 drop(store.conversation(crate::store::ConversationOp::RunContext {
                     run_id: run_id.clone(),
                     conversation_id: conversation.id.clone(),
-                    blocks: attached.blocks.clone(),
+                    blocks: listed,
                     created_ms: crate::clock::now_ms(),
                 }));
             }
@@ -394,6 +406,9 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         template: crate::model::Request::default(),
     };
     let mode_cell = Arc::new(ModeCell::new(mode));
+    // Mid-run messages' attachments are read like the first message's.
+    let mid_workspace = workspace.clone();
+    let mid_io = context::Io { blobs: &source, exec: &exec, run_id: &run_id, workspace: mid_workspace.as_deref() };
     let tools = CursorTools {
         catalog: catalog.clone(),
         exec: exec.clone(),
@@ -450,6 +465,9 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     let routes = Routes { compactor: Some(&compactor), run: Some(&handle), ..pre_routes };
     let mut worker = std::pin::pin!(publisher.work(snapshots));
     let mut worker_done = false;
+    // Mid-run actions whose attachments are being read, by seqno (delivered with their text if
+    // the run ends first).
+    let mut compiling: HashMap<u64, agent::ConversationAction> = HashMap::new();
     let outcome = {
         let observer = Both(&frames, &tracker);
         let ports =
@@ -459,14 +477,31 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
         let mut detach = std::pin::pin!(detached(t.output.subscribers(), deps.options.detach_grace));
         let mut detach_fired = false;
         let mut inbox_open = true;
+        let mut attaching = futures::stream::FuturesUnordered::new();
         loop {
             tokio::select! {
                 biased;
                 r = &mut engine => break r,
                 m = t.inbox.next(), if inbox_open => match m {
-                    Some((seqno, data)) => route(seqno, &data, &routes),
+                    Some((seqno, data)) => {
+                        if let Some(action) = route(seqno, &data, &routes) {
+                            compiling.insert(seqno, action.clone());
+                            attaching.push(attach(seqno, action, &mid_io, &ctx, vision));
+                        }
+                    }
                     None => inbox_open = false,
                 },
+                Some((seqno, action, attached)) = attaching.next(), if !attaching.is_empty() => {
+                    compiling.remove(&seqno);
+                    for notice in &attached.notices {
+                        t.output.publish(events::frame(&events::notice(notice), false));
+                    }
+                    let message = match attached.parts.as_slice() {
+                        [Part::Text { text, .. }] => Message::text(Role::User, text.clone()),
+                        _ => Message { role: Role::User, content: attached.parts },
+                    };
+                    act(seqno, delivery::classify_with(action, &run_id, seqno, message), &routes);
+                }
                 () = &mut worker, if !worker_done => worker_done = true,
                 () = &mut detach, if !detach_fired => {
                     detach_fired = true;
@@ -476,6 +511,12 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
             }
         }
     };
+    // Their text goes the way of any message that arrives as a run ends.
+    let mut late: Vec<_> = compiling.into_iter().collect();
+    late.sort_by_key(|(seqno, _)| *seqno);
+    for (seqno, action) in late {
+        act(seqno, delivery::classify(action, &run_id, seqno), &routes);
+    }
     // Checkpoints already requested are published (in order) before the final one.
     tracker.close();
     if !worker_done {
@@ -526,13 +567,14 @@ pub async fn run_turn(deps: AgentDeps<'_>, t: &Transport, run: agent::AgentRunRe
     }
 }
 
-/// Routes one client message that arrived during the turn.
-fn route(seqno: u64, data: &Bytes, routes: &Routes<'_>) {
+/// Routes one client message that arrived during the turn. A user message with attachments is
+/// handed back (its context is compiled before it is delivered, [`act`]).
+fn route(seqno: u64, data: &Bytes, routes: &Routes<'_>) -> Option<agent::ConversationAction> {
     let msg = match connect::decode_message::<agent::AgentClientMessage>(data) {
         Ok(m) => m,
         Err(e) => {
             tracing::debug!(seqno, error = %e, "undecodable client message ignored");
-            return;
+            return None;
         }
     };
     match msg.message {
@@ -541,48 +583,72 @@ fn route(seqno: u64, data: &Bytes, routes: &Routes<'_>) {
         Some(agent_client_message::Message::KvClientMessage(k)) => routes.blobs.deliver(k),
         Some(agent_client_message::Message::InteractionResponse(r)) => routes.queries.deliver(r),
         Some(agent_client_message::Message::ConversationAction(action)) => {
-            match delivery::classify(action, routes.run_id, seqno) {
-                Delivery::Ignore => {}
-                Delivery::Unsupported(name) => {
-                    tracing::info!(seqno, action = name, "conversation action Keyhaven does not support ignored");
-                    routes
-                        .output
-                        .publish(events::frame(&events::notice(&actions::unsupported_notice(name, true)), false));
-                }
-                Delivery::Inject { injection_id, expected_run_id, entry } => {
-                    inject(routes, seqno, &injection_id, &expected_run_id, entry)
-                }
-                Delivery::Summarize => {
-                    if let Some(c) = routes.compactor {
-                        c.requested.store(true, Ordering::SeqCst);
-                    }
-                }
-                // Before the run exists (while a checkpoint is restored): end the turn at once.
-                Delivery::Command(RunCommand::Cancel { reason }) if routes.run.is_none() => {
-                    tracing::info!(seqno, %reason, "cursor run canceled by the client before it started");
-                    routes.early_cancel.store(true, Ordering::Relaxed);
-                }
-                Delivery::Command(cmd) => {
-                    let (kind, batch) = match &cmd {
-                        RunCommand::InsertMessages(b) => ("insert", b.clone()),
-                        RunCommand::BreakMessages(b) => ("break", b.clone()),
-                        RunCommand::Cancel { .. } => ("cancel", Vec::new()),
-                    };
-                    let result = routes.conversation.deliver(Some(routes.run_id), cmd);
-                    if result == CommandResult::StaleTarget {
-                        tracing::debug!(seqno, kind, "conversation action for another run ignored");
-                        return;
-                    }
-                    tracing::info!(seqno, kind, ?result, "conversation action delivered to the run");
-                    if result == CommandResult::Applied {
-                        for entry in &batch {
-                            routes.output.publish(events::frame(&delivery::appended(entry), false));
-                        }
-                    }
+            if delivery::needs_context(&action) {
+                return Some(action);
+            }
+            act(seqno, delivery::classify(action, routes.run_id, seqno), routes);
+        }
+        _ => {}
+    }
+    None
+}
+
+/// Compiles a mid-run message's attachments like the first message's (`earlier` is empty: the
+/// run holds the transcript).
+async fn attach(
+    seqno: u64,
+    action: agent::ConversationAction,
+    io: &context::Io<'_>,
+    ctx: &agent::RequestContext,
+    vision: bool,
+) -> (u64, agent::ConversationAction, context::Attached) {
+    let user = delivery::main_user(&action).cloned().unwrap_or_default();
+    // Its reads are `<run>:in<seqno>:ctx<n>`.
+    let prefix = format!("{}:in{seqno}", io.run_id);
+    let io = context::Io { blobs: io.blobs, exec: io.exec, run_id: &prefix, workspace: io.workspace };
+    let attached = context::user_content(&user, ctx, &io, &[], vision).await;
+    (seqno, action, attached)
+}
+
+/// Acts on a classified mid-run action.
+fn act(seqno: u64, d: Delivery, routes: &Routes<'_>) {
+    match d {
+        Delivery::Ignore => {}
+        Delivery::Unsupported(name) => {
+            tracing::info!(seqno, action = name, "conversation action Keyhaven does not support ignored");
+            routes.output.publish(events::frame(&events::notice(&actions::unsupported_notice(name, true)), false));
+        }
+        Delivery::Inject { injection_id, expected_run_id, entry } => {
+            inject(routes, seqno, &injection_id, &expected_run_id, entry)
+        }
+        Delivery::Summarize => {
+            if let Some(c) = routes.compactor {
+                c.requested.store(true, Ordering::SeqCst);
+            }
+        }
+        // Before the run exists (while a checkpoint is restored): end the turn at once.
+        Delivery::Command(RunCommand::Cancel { reason }) if routes.run.is_none() => {
+            tracing::info!(seqno, %reason, "cursor run canceled by the client before it started");
+            routes.early_cancel.store(true, Ordering::Relaxed);
+        }
+        Delivery::Command(cmd) => {
+            let (kind, batch) = match &cmd {
+                RunCommand::InsertMessages(b) => ("insert", b.clone()),
+                RunCommand::BreakMessages(b) => ("break", b.clone()),
+                RunCommand::Cancel { .. } => ("cancel", Vec::new()),
+            };
+            let result = routes.conversation.deliver(Some(routes.run_id), cmd);
+            if result == CommandResult::StaleTarget {
+                tracing::debug!(seqno, kind, "conversation action for another run ignored");
+                return;
+            }
+            tracing::info!(seqno, kind, ?result, "conversation action delivered to the run");
+            if result == CommandResult::Applied {
+                for entry in &batch {
+                    routes.output.publish(events::frame(&delivery::appended(entry), false));
                 }
             }
         }
-        _ => {}
     }
 }
 

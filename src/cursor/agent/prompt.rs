@@ -8,11 +8,32 @@
 //! for the model to read when one applies; `file_globbed` and `manually_attached` rules belong to
 //! the message they apply to (`super::context`). Skills (`agent_skills`) are listed the same way
 //! as agent-fetched rules; `mcp_instructions` are pasted per server.
+//!
+//! [`system_with_blocks`] also says what of the user's own went in (the Calls page's context
+//! blocks of the conversation's first run): each pasted rule (`rule`, its path or `user rule`),
+//! each rule and skill offered by description (`rule_offered`, `skill_offered`, their path) and
+//! each server's MCP instructions (`mcp_instructions`), with the bytes each adds to the prompt.
 
 use crate::cursor::protocol::agent::{CursorRule, RequestContext, RequestContextEnv, cursor_rule_type};
+use crate::store::ContextBlock;
 
-/// The system prompt from what the client reported on the conversation's first turn.
-pub fn system(custom: Option<&str>, env: &RequestContextEnv, workspace: Option<&str>, ctx: &RequestContext) -> String {
+fn block(kind: &str, source: &str, text: &str) -> ContextBlock {
+    ContextBlock {
+        kind: kind.to_owned(),
+        source: source.to_owned(),
+        bytes: u64::try_from(text.len()).unwrap_or(u64::MAX),
+    }
+}
+
+/// The system prompt from what the client reported on the conversation's first turn, and the
+/// rules, skills and MCP instructions it holds as context blocks.
+pub fn system_with_blocks(
+    custom: Option<&str>,
+    env: &RequestContextEnv,
+    workspace: Option<&str>,
+    ctx: &RequestContext,
+) -> (String, Vec<ContextBlock>) {
+    let mut blocks = Vec::new();
     let mut s = String::from(
         "You are a coding agent working in the user's editor. Use the tools to inspect and change the \
          user's workspace: read files before you edit them, keep changes focused, and run commands only when \
@@ -31,18 +52,22 @@ pub fn system(custom: Option<&str>, env: &RequestContextEnv, workspace: Option<&
     let kind = |r: &CursorRule| r.r#type.as_ref().and_then(|t| t.r#type.clone());
     let pasted = ctx.rules.iter().filter(|r| matches!(kind(r), None | Some(cursor_rule_type::Type::Global(_))));
     for rule in ctx.non_file_rules.iter().chain(pasted).filter(|r| !r.content.trim().is_empty()) {
-        if rule.full_path.is_empty() {
-            s.push_str(&format!("\nUser rule:\n{}\n", rule.content.trim()));
+        let (text, source) = if rule.full_path.is_empty() {
+            (format!("\nUser rule:\n{}\n", rule.content.trim()), "user rule")
         } else {
-            s.push_str(&format!("\nRule ({}):\n{}\n", rule.full_path, rule.content.trim()));
-        }
+            (format!("\nRule ({}):\n{}\n", rule.full_path, rule.content.trim()), rule.full_path.as_str())
+        };
+        blocks.push(block("rule", source, &text));
+        s.push_str(&text);
     }
     let fetched: Vec<String> = ctx
         .rules
         .iter()
         .filter_map(|r| match kind(r) {
             Some(cursor_rule_type::Type::AgentFetched(a)) => {
-                Some(format!("- {}: {}\n", r.full_path, a.description.trim()))
+                let line = format!("- {}: {}\n", r.full_path, a.description.trim());
+                blocks.push(block("rule_offered", &r.full_path, &line));
+                Some(line)
             }
             _ => None,
         })
@@ -55,7 +80,11 @@ pub fn system(custom: Option<&str>, env: &RequestContextEnv, workspace: Option<&
         .agent_skills
         .iter()
         .filter(|k| !k.disable_model_invocation && !k.full_path.is_empty())
-        .map(|k| format!("- {}: {}\n", k.full_path, k.description.trim()))
+        .map(|k| {
+            let line = format!("- {}: {}\n", k.full_path, k.description.trim());
+            blocks.push(block("skill_offered", &k.full_path, &line));
+            line
+        })
         .collect();
     if !skills.is_empty() {
         s.push_str("\nSkills (read a skill's file with read_file before using it):\n");
@@ -63,14 +92,16 @@ pub fn system(custom: Option<&str>, env: &RequestContextEnv, workspace: Option<&
     }
     for m in ctx.mcp_instructions.iter().filter(|m| !m.instructions.trim().is_empty()) {
         let server = if m.server_name.is_empty() { &m.server_identifier } else { &m.server_name };
-        s.push_str(&format!("\nInstructions of the MCP server {server}:\n{}\n", m.instructions.trim()));
+        let text = format!("\nInstructions of the MCP server {server}:\n{}\n", m.instructions.trim());
+        blocks.push(block("mcp_instructions", server, &text));
+        s.push_str(&text);
     }
     if let Some(custom) = custom.map(str::trim).filter(|c| !c.is_empty()) {
         s.push('\n');
         s.push_str(custom);
         s.push('\n');
     }
-    s
+    (s, blocks)
 }
 
 /// The workspace root from the environment: the first workspace path (a `file://` URI or a

@@ -58,6 +58,37 @@ timeZone: string, };
 
 export type BudgetInput = { name: string, scope: BudgetScope, target: string | null, period: BudgetPeriod, limitUsd: number, softPercent: number | null, onLimit: BudgetAction, downgradeTo: string | null, };
 
+export type CursorTestStatus = "untested" | "running" | "passed" | "failed";
+
+export type CursorVersion = { 
+/**
+ * The IDE's `x-cursor-client-version`, e.g. `3.16.2`.
+ */
+version: string, firstSeenMs: number, lastSeenMs: number, status: CursorTestStatus, 
+/**
+ * The step that failed: `model_list`, `text_turn` or `tool_round`.
+ */
+failedStep: string | null, 
+/**
+ * What the failed step saw.
+ */
+detail: string | null, 
+/**
+ * When the last self-test ended (or started, while it runs).
+ */
+testedMs: number | null, 
+/**
+ * The one line the tray shows for a failed version, e.g. "Cursor 3.16.2: self-test failed
+ * — using Cursor's servers".
+ */
+notice: string | null, };
+
+export type CursorGuardReport = { 
+/**
+ * `false` when the proxy does not run (no guard).
+ */
+available: boolean, versions: Array<CursorVersion>, };
+
 export type EngineStatus = { version: string, uptimeMs: number, 
 /**
  * E.g. `http://127.0.0.1:4937`; OpenAI clients use `{gatewayUrl}/v1`.

@@ -6,6 +6,7 @@
 import type {
   BudgetInput,
   BudgetReport,
+  CursorGuardReport,
   DoctorReport,
   AppInput,
   AppStatus,
@@ -287,6 +288,9 @@ export function createApi(t: Transport) {
     deleteWebKey: () => t.request<WebSettings>("DELETE", "/api/web/key"),
     testWebSearch: (query: string) => t.request<WebTestResult>("POST", "/api/web/test", { query }),
 
+    // The Cursor update guard: versions seen, each one's self-test; Retry reruns it.
+    cursorVersions: () => t.request<CursorGuardReport>("GET", "/api/cursor/versions"),
+    retryCursorVersion: (version: string) => t.request<CursorGuardReport>("POST", `/api/cursor/versions/${seg(version)}/retry`),
     // Budgets (`[[budgets]]`): spend per budget this period; edits are written to the config file.
     budgets: () => t.request<BudgetReport>("GET", "/api/budgets"),
     createBudget: (b: BudgetInput) => t.request<BudgetReport>("POST", "/api/budgets", b),

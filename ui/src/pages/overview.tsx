@@ -18,6 +18,7 @@ import { dailyColumns, dayRange, stackPoints } from "../charts";
 import { ColumnChart } from "../chart";
 import { DownloadButton, Empty, Stat, View, useLoad } from "../ui";
 import { BudgetBanner } from "./budgets";
+import { CursorGuardBanner } from "./cursor";
 
 export function Bars({ bars, label, none = "Nothing yet." }: { bars: Bar[]; label: string; none?: string }) {
   if (bars.length === 0) return <p class="muted">{none}</p>;
@@ -197,6 +198,7 @@ function OverTime({ split, days }: { split: Split; days: number }) {
 export function Overview(_: { args: string[] }) {
   const status = useLoad(() => api().status());
   const budgets = useLoad(() => api().budgets());
+  const guard = useLoad(() => api().cursorVersions());
   const [split, setSplit] = useState<Split>("model");
   const [days, setDays] = useState(7);
   return (
@@ -211,6 +213,7 @@ export function Overview(_: { args: string[] }) {
         )}
       </View>
       <View res={budgets}>{(r) => <BudgetBanner report={r} />}</View>
+      <View res={guard}>{(r) => <CursorGuardBanner report={r} />}</View>
       <Controls split={split} setSplit={setSplit} days={days} setDays={setDays} />
       <h2>Today (UTC)</h2>
       <Today split={split} />
