@@ -261,6 +261,14 @@ impl Engine {
         }
         // Budgets: spend so far this period from the ledger, then counted in memory.
         let local_offset_s = extras.local_offset_s.unwrap_or(0);
+        if server.record_calls {
+            // Raised alerts are kept in the ledger, so a restart does not raise them again.
+            let alerts = store.clone();
+            gateway.budgets().set_alert_hook(Box::new(move |a| {
+                // Queued (never blocks); the writer applies it whether or not the ack is awaited.
+                drop(alerts.record_budget_alert(a.clone()));
+            }));
+        }
         crate::control::apply_budgets(&gateway, &store, &config.file, local_offset_s).await;
         let budgets = gateway.budgets().clone();
         metrics.set_budget_source(Box::new(move || {

@@ -1142,6 +1142,37 @@ pub struct BudgetReport {
     pub utc_offset_s: i32,
     /// The config's `time_zone` (`local` when unset).
     pub time_zone: String,
+    /// Alerts this engine raised (a budget reached its soft threshold or its limit), newest last:
+    /// each once per budget, period and level. The tray shows each as a desktop notification.
+    pub alerts: Vec<BudgetAlert>,
+}
+
+/// `soft`: the spend reached the soft threshold; `hard`: it reached the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub enum BudgetAlertLevel {
+    Soft,
+    Hard,
+}
+
+/// A budget alert (see [`BudgetReport::alerts`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetAlert {
+    pub budget: String,
+    pub level: BudgetAlertLevel,
+    /// Finished calls plus estimates in flight when it was raised.
+    pub spent_usd: f64,
+    pub limit_usd: f64,
+    /// Whole percent of the limit when it was raised.
+    pub percent: u32,
+    /// What happens at the limit (`refuse` or `downgrade`), when the budget still exists.
+    pub on_limit: Option<BudgetAction>,
+    pub period_start_ms: i64,
+    pub reset_ms: i64,
+    pub at_ms: i64,
 }
 
 /// `POST /api/budgets`, `PUT /api/budgets/{name}`.

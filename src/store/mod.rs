@@ -548,6 +548,16 @@ impl Store {
         self.read(move |c| read::spend_since(c, since_ms)).await
     }
 
+    /// Queues a budget alert (kept once per budget, period and level). Never blocks.
+    pub fn record_budget_alert(&self, alert: crate::model::BudgetAlert) -> Ack<u64> {
+        self.submit(|r| Command::BudgetAlert(Box::new(alert), r))
+    }
+
+    /// Budget alerts of periods that started at or after `since_ms` (the budgets' seed).
+    pub async fn budget_alerts_since(&self, since_ms: i64) -> Result<Vec<crate::model::BudgetAlert>, StoreError> {
+        self.read(move |c| read::budget_alerts_since(c, since_ms)).await
+    }
+
     /// Finished calls started in `since_ms..until_ms` by cost source (from `calls`: what
     /// retention kept).
     pub async fn cost_sources(&self, since_ms: i64, until_ms: i64) -> Result<Vec<CostSourceRow>, StoreError> {

@@ -519,6 +519,41 @@ pub(crate) fn spend_since(conn: &Connection, since_ms: i64) -> Result<Vec<crate:
     Ok(rows)
 }
 
+/// Budget alerts of periods that started at or after `since_ms`, oldest first.
+pub(crate) fn budget_alerts_since(
+    conn: &Connection,
+    since_ms: i64,
+) -> Result<Vec<crate::model::BudgetAlert>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT budget, level, period_start_ms, reset_ms, spent_micros, limit_micros, at_ms \
+         FROM budget_alerts WHERE period_start_ms >= ?1 ORDER BY at_ms",
+    )?;
+    let rows = stmt
+        .query_map([since_ms], |row| {
+            let level: String = row.get(1)?;
+            Ok((
+                level,
+                crate::model::BudgetAlert {
+                    budget: row.get(0)?,
+                    level: crate::model::AlertLevel::Soft,
+                    period_start_ms: row.get(2)?,
+                    reset_ms: row.get(3)?,
+                    spent_micros: to_u64(row.get(4)?),
+                    limit_micros: to_u64(row.get(5)?),
+                    at_ms: row.get(6)?,
+                },
+            ))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(level, mut a)| {
+            a.level = crate::model::AlertLevel::parse(&level)?;
+            Some(a)
+        })
+        .collect())
+}
+
 /// Calls and cost by where the cost came from ([`Store::cost_sources`](crate::store::Store::cost_sources)).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CostSourceRow {

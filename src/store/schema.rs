@@ -19,6 +19,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0010_add_call_cost_source.sql"),
     include_str!("migrations/0011_add_call_budget_downgrade.sql"),
     include_str!("migrations/0012_create_run_context_blocks.sql"),
+    include_str!("migrations/0015_create_budget_alerts.sql"),
 ];
 
 /// The newest schema version this build knows.

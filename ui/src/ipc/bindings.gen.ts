@@ -54,7 +54,12 @@ utcOffsetS: number,
 /**
  * The config's `time_zone` (`local` when unset).
  */
-timeZone: string, };
+timeZone: string, 
+/**
+ * Alerts this engine raised (a budget reached its soft threshold or its limit), newest last:
+ * each once per budget, period and level. The tray shows each as a desktop notification.
+ */
+alerts: Array<BudgetAlert>, };
 
 export type BudgetInput = { name: string, scope: BudgetScope, target: string | null, period: BudgetPeriod, limitUsd: number, softPercent: number | null, onLimit: BudgetAction, downgradeTo: string | null, };
 
