@@ -197,11 +197,11 @@ impl ControlService {
                 },
                 spent_usd: a.spent_micros as f64 / 1e6,
                 limit_usd: a.limit_micros as f64 / 1e6,
-                percent: if a.limit_micros == 0 {
-                    100
-                } else {
-                    u32::try_from(a.spent_micros.saturating_mul(100) / a.limit_micros).unwrap_or(u32::MAX)
-                },
+                percent: a
+                    .spent_micros
+                    .saturating_mul(100)
+                    .checked_div(a.limit_micros)
+                    .map_or(100, |p| u32::try_from(p).unwrap_or(u32::MAX)),
                 period_start_ms: a.period_start_ms,
                 reset_ms: a.reset_ms,
                 at_ms: a.at_ms,

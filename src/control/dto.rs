@@ -514,7 +514,24 @@ pub struct ModelPrice {
     pub upstream: String,
     pub source: PriceSource,
     pub per_mtok: Option<ModelPriceAmounts>,
+    /// The version recorded on the rows priced now: the table's, or the override's
+    /// (`override-<UTC time>` when set with `keyhaven prices set` or the Prices page).
+    pub version: Option<String>,
     pub note: Option<String>,
+}
+
+/// `PUT /api/prices/{model}`: a model's prices, USD per million tokens as decimal strings (the
+/// cache prices default to the table's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PriceOverrideInput {
+    pub input: String,
+    pub output: String,
+    #[serde(default)]
+    pub cache_read: Option<String>,
+    #[serde(default)]
+    pub cache_write: Option<String>,
 }
 
 /// `GET /api/prices`: the price table in use and each configured model's effective price.

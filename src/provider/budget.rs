@@ -324,7 +324,7 @@ impl Budgets {
 
     fn hand_over(&self, raised: &[BudgetAlert]) {
         if let Some(hook) = self.hook.get() {
-            raised.iter().for_each(|a| hook(a));
+            raised.iter().for_each(hook);
         }
     }
 

@@ -286,7 +286,7 @@ impl Gateway {
             started,
             started_ms: crate::clock::now_ms(),
             price: route.as_ref().and_then(|r| r.model.price),
-            price_version: catalog.price_version().map(str::to_owned),
+            price_version: route.as_ref().and_then(|r| r.model.price_version.clone()),
             secret: None,
             capture: self.opts.capture_bodies,
             capture_limit: self.opts.body_capture_limit,
@@ -450,6 +450,7 @@ impl Gateway {
                 guard.retries += 1;
             }
             guard.price = route.model.price;
+            guard.price_version.clone_from(&route.model.price_version);
             guard.route = Some(route.clone());
             let max_retries = if last { self.opts.retry.max_retries } else { 0 };
             match self.open_one(&route, req, ctx, guard, started, max_retries, &mut prepare).await {

@@ -61,7 +61,25 @@ timeZone: string,
  */
 alerts: Array<BudgetAlert>, };
 
+export type BudgetAlertLevel = "soft" | "hard";
+
+export type BudgetAlert = { budget: string, level: BudgetAlertLevel, 
+/**
+ * Finished calls plus estimates in flight when it was raised.
+ */
+spentUsd: number, limitUsd: number, 
+/**
+ * Whole percent of the limit when it was raised.
+ */
+percent: number, 
+/**
+ * What happens at the limit (`refuse` or `downgrade`), when the budget still exists.
+ */
+onLimit: BudgetAction | null, periodStartMs: number, resetMs: number, atMs: number, };
+
 export type BudgetInput = { name: string, scope: BudgetScope, target: string | null, period: BudgetPeriod, limitUsd: number, softPercent: number | null, onLimit: BudgetAction, downgradeTo: string | null, };
+
+export type PriceOverrideInput = { input: string, output: string, cacheRead: string | null, cacheWrite: string | null, };
 
 export type EngineStatus = { version: string, uptimeMs: number, 
 /**
@@ -250,7 +268,12 @@ export type PriceSource = "table" | "config" | "none";
 
 export type ModelPriceAmounts = { input: string, output: string, cacheRead: string, cacheWrite: string, };
 
-export type ModelPrice = { name: string, provider: string, upstream: string, source: PriceSource, perMtok: ModelPriceAmounts | null, note: string | null, };
+export type ModelPrice = { name: string, provider: string, upstream: string, source: PriceSource, perMtok: ModelPriceAmounts | null, 
+/**
+ * The version recorded on the rows priced now: the table's, or the override's
+ * (`override-<UTC time>` when set with `keyhaven prices set` or the Prices page).
+ */
+version: string | null, note: string | null, };
 
 export type PriceReport = { 
 /**
