@@ -370,6 +370,11 @@ pub enum UsageGroupBy {
 pub struct UsageQuery {
     /// The last `days` UTC days, today included (1..=366).
     pub days: u32,
+    /// With `days = 1`: today since midnight in the budgets' time zone (`time_zone`), read from
+    /// the calls, instead of the UTC day (the Overview's "Today").
+    #[serde(default)]
+    #[cfg_attr(test, ts(optional))]
+    pub local_today: Option<bool>,
     pub group_by: UsageGroupBy,
 }
 
@@ -418,9 +423,12 @@ pub struct UsageGroupRow {
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct UsageReport {
-    /// First and last day of the window (`YYYY-MM-DD`, UTC).
+    /// First and last day of the window (`YYYY-MM-DD`, UTC; with `localToday`, in that zone).
     pub since: String,
     pub until: String,
+    /// The zone the days are in: `UTC`, or with `localToday` the budgets' zone (`UTC+02:00`,
+    /// `local time, UTC+01:00`).
+    pub time_zone: String,
     pub group_by: UsageGroupBy,
     pub totals: UsageStats,
     pub rows: Vec<UsageGroupRow>,

@@ -548,6 +548,17 @@ impl Store {
         self.read(move |c| read::spend_since(c, since_ms)).await
     }
 
+    /// Usage per group of the finished calls started in `since_ms..until_ms`, with latency
+    /// histograms per group and over all (from `calls`; see [`read::usage_between`]).
+    pub async fn usage_between(
+        &self,
+        since_ms: i64,
+        until_ms: i64,
+        group: UsageGroup,
+    ) -> Result<(Vec<UsageGroupRow>, Vec<LatencyHistogram>, Vec<LatencyHistogram>), StoreError> {
+        self.read(move |c| read::usage_between(c, since_ms, until_ms, group)).await
+    }
+
     /// Queues a budget alert (kept once per budget, period and level). Never blocks.
     pub fn record_budget_alert(&self, alert: crate::model::BudgetAlert) -> Ack<u64> {
         self.submit(|r| Command::BudgetAlert(Box::new(alert), r))

@@ -400,7 +400,7 @@ fn add_to_rollup(conn: &Connection, id: &str) -> rusqlite::Result<()> {
 }
 
 /// The `CASE` expression mapping `total_ms` to its bucket in [`LATENCY_BOUNDS_MS`].
-fn bucket_expr() -> String {
+pub(crate) fn bucket_expr() -> String {
     let mut sql = String::from("CASE");
     for (i, bound) in LATENCY_BOUNDS_MS.iter().enumerate() {
         sql.push_str(&format!(" WHEN total_ms <= {bound} THEN {i}"));

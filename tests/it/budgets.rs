@@ -454,3 +454,83 @@ async fn a_call_in_flight_counts_with_its_input_tokens_not_its_bytes() {
     assert_eq!(report["budgets"][0]["spentMicros"], CALL_MICROS);
     engine.stop().await;
 }
+
+/// Records a finished call started at `started_ms` costing `cost` micro-USD, straight into the
+/// engine's store.
+async fn recorded(engine: &TestEngine, id: &str, started_ms: i64, cost: i64) {
+    use keyhaven::model::{CallFinish, CallStart, CallStatus, Usage};
+    let store = &engine.handle.store;
+    let start = CallStart {
+        id: id.into(),
+        started_ms,
+        dialect: "openai_chat".into(),
+        client: "curl".into(),
+        model: "big".into(),
+        model_id: None,
+        provider: Some("oa".into()),
+        upstream_model: None,
+        stream: false,
+        request_body: None,
+        conversation_id: None,
+        request_id: None,
+        session_id: None,
+        budget_downgrade: None,
+    };
+    store.record_start(start).await.expect("start");
+    let finish = CallFinish {
+        id: id.into(),
+        finished_ms: started_ms + 700,
+        status: CallStatus::Ok,
+        http_status: Some(200),
+        usage: Usage { input_tokens: 100, output_tokens: 10, ..Usage::default() },
+        usage_estimated: false,
+        cost_micros: Some(cost),
+        price_version: None,
+        cost_source: None,
+        ttft_ms: None,
+        total_ms: 700,
+        retries: 0,
+        error_kind: None,
+        error_message: None,
+        request_body: None,
+        response_body: None,
+        model_id: None,
+        provider: None,
+        upstream_model: None,
+        notes: Vec::new(),
+    };
+    store.record_finish(finish).await.expect("finish");
+}
+
+#[tokio::test]
+async fn the_overviews_today_is_the_day_in_the_budgets_zone() {
+    let mock = MockUpstream::start().await;
+    let engine = TestEngine::start_in(tempfile::tempdir().expect("dir"), &config(&mock, "")).await;
+    // Midnight today at +02:00 (the config's time_zone), computed here: 22:00 UTC the day before.
+    let offset = time::UtcOffset::from_hms(2, 0, 0).expect("offset");
+    let today = time::OffsetDateTime::now_utc().to_offset(offset).date();
+    let midnight = today.midnight().assume_offset(offset).unix_timestamp() * 1000;
+    recorded(&engine, "before-midnight", midnight - 60_000, 500).await;
+    recorded(&engine, "after-midnight", midnight + 60_000, 1_000).await;
+
+    let (status, body) =
+        engine.control(reqwest::Method::GET, "/api/usage?days=1&groupBy=model&localToday=true", None).await;
+    assert_eq!(status, 200, "{body}");
+    let report: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(report["timeZone"], "UTC+02:00");
+    assert_eq!(report["since"], today.to_string());
+    assert_eq!(report["until"], today.to_string());
+    assert_eq!(report["totals"]["calls"], 1, "{report:#}");
+    assert_eq!(report["totals"]["costMicros"], 1_000);
+    assert_eq!(report["totals"]["inputTokens"], 100);
+    assert_eq!(report["totals"]["latency"]["p50Ms"], 750, "700 ms is in the bucket up to 750 ms: {report:#}");
+    assert_eq!(report["rows"][0]["key"], "big");
+    assert_eq!(report["rows"][0]["stats"]["calls"], 1);
+
+    let (status, body) = engine.control(reqwest::Method::GET, "/api/usage?days=1&groupBy=model", None).await;
+    assert_eq!(status, 200, "{body}");
+    let utc: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(utc["timeZone"], "UTC");
+    assert_eq!(utc["since"], time::OffsetDateTime::now_utc().date().to_string());
+    engine.stop().await;
+}

@@ -231,7 +231,12 @@ export type UsageQuery = {
 /**
  * The last `days` UTC days, today included (1..=366).
  */
-days: number, groupBy: UsageGroupBy, };
+days: number, 
+/**
+ * With `days = 1`: today since midnight in the budgets' time zone (`time_zone`), read from
+ * the calls, instead of the UTC day (the Overview's "Today").
+ */
+localToday?: boolean, groupBy: UsageGroupBy, };
 
 export type Latency = { p50Ms: number | null, p95Ms: number | null, p99Ms: number | null, };
 
@@ -253,9 +258,14 @@ key: string, stats: UsageStats, };
 
 export type UsageReport = { 
 /**
- * First and last day of the window (`YYYY-MM-DD`, UTC).
+ * First and last day of the window (`YYYY-MM-DD`, UTC; with `localToday`, in that zone).
  */
-since: string, until: string, groupBy: UsageGroupBy, totals: UsageStats, rows: Array<UsageGroupRow>, 
+since: string, until: string, 
+/**
+ * The zone the days are in: `UTC`, or with `localToday` the budgets' zone (`UTC+02:00`,
+ * `local time, UTC+01:00`).
+ */
+timeZone: string, groupBy: UsageGroupBy, totals: UsageStats, rows: Array<UsageGroupRow>, 
 /**
  * Calls and cost by cost source (reported, computed, estimated; always all three), over
  * the calls retention kept.
