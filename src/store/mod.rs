@@ -51,8 +51,8 @@ use crate::store::writer::{Command, Writer};
 pub use conversation::{CheckpointRecord, ConversationOp};
 pub use read::{
     CallDetail, CallFilter, CallSummary, ContextBlock, CostSourceRow, DEFAULT_LIMIT, LATENCY_BOUNDS_MS,
-    LatencyHistogram, MAX_LIMIT, SessionRow, UsageDailyRow, UsageGroup, UsageGroupRow, UsageRow, UsageSplitRow,
-    UsageTotals,
+    LatencyHistogram, MAX_LIMIT, SessionRow, UsageBetween, UsageDailyRow, UsageGroup, UsageGroupRow, UsageRow,
+    UsageSplitRow, UsageTotals,
 };
 pub use stats::{COMMIT_BOUNDS_SECONDS, LedgerSnapshot};
 
@@ -555,7 +555,7 @@ impl Store {
         since_ms: i64,
         until_ms: i64,
         group: UsageGroup,
-    ) -> Result<(Vec<UsageGroupRow>, Vec<LatencyHistogram>, Vec<LatencyHistogram>), StoreError> {
+    ) -> Result<UsageBetween, StoreError> {
         self.read(move |c| read::usage_between(c, since_ms, until_ms, group)).await
     }
 

@@ -389,6 +389,9 @@ pub(crate) fn usage_grouped(
     Ok(rows)
 }
 
+/// Usage rows per group, latency histograms per group, and the latency histogram over all.
+pub type UsageBetween = (Vec<UsageGroupRow>, Vec<LatencyHistogram>, Vec<LatencyHistogram>);
+
 /// Usage per group of the finished calls started in `since_ms..until_ms`, counted as in
 /// `usage_daily` (errors are `error` and `interrupted`), with the latency histograms per group
 /// and over all (the Overview's "Today" in the user's zone, which the UTC-day rollups cannot
@@ -398,7 +401,7 @@ pub(crate) fn usage_between(
     since_ms: i64,
     until_ms: i64,
     group: UsageGroup,
-) -> Result<(Vec<UsageGroupRow>, Vec<LatencyHistogram>, Vec<LatencyHistogram>), StoreError> {
+) -> Result<UsageBetween, StoreError> {
     let col = match group {
         UsageGroup::Day => "''",
         UsageGroup::Provider => "COALESCE(provider, '')",
