@@ -211,9 +211,14 @@ upstream = "some-local-model"
         cheap["perMtok"],
         serde_json::json!({"input": "1.250000", "output": "2.500000", "cacheRead": "0.075000", "cacheWrite": "0.150000"})
     );
+    // A hand-written override without a version: `config-` and 8 hex digits of its amounts.
+    let v = cheap["version"].as_str().expect("version");
+    assert!(v.starts_with("config-") && v.len() == 15 && v[7..].chars().all(|c| c.is_ascii_hexdigit()), "{v}");
+    assert_eq!(table["version"], "2026-11-30");
     let none = model("unpriced");
     assert_eq!(none["source"], "none");
     assert!(none["perMtok"].is_null());
+    assert!(none["version"].is_null(), "no price, no version");
     let dir = engine.stop().await;
     std::fs::write(dir.path().join("config.toml"), &config).expect("config");
     let out = Command::new(env!("CARGO_BIN_EXE_keyhaven"))
