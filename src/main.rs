@@ -113,8 +113,32 @@ enum Command {
     },
     /// Print a one-time link to the running engine's web dashboard (the token is never printed).
     Dashboard,
-    /// The price table in use (its version) and each configured model's price and its source.
-    Prices,
+    /// The price table in use (its version) and each configured model's price and its source;
+    /// `set` / `unset` override a model's prices (new calls only: history is never re-priced).
+    Prices {
+        #[command(subcommand)]
+        action: Option<PricesAction>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum PricesAction {
+    /// Override a configured model's prices (USD per million tokens, e.g. `--input 3.00`).
+    Set {
+        model: String,
+        #[arg(long)]
+        input: String,
+        #[arg(long)]
+        output: String,
+        /// Default: the price table's.
+        #[arg(long)]
+        cache_read: Option<String>,
+        /// Default: the price table's.
+        #[arg(long)]
+        cache_write: Option<String>,
+    },
+    /// Remove a model's price override (the price table's applies again).
+    Unset { model: String },
 }
 
 #[derive(Subcommand, Debug)]
@@ -280,14 +304,15 @@ fn main() -> anyhow::Result<()> {
             None => calls(&paths.database, limit, &mut out),
         },
         Command::Doctor => doctor(&host, &paths, &mut out),
-        Command::Prices => {
+        Command::Prices { action: Some(action) } => prices_edit(&paths, action, &mut out),
+        Command::Prices { action: None } => {
             let file = load_config(&paths.config, &mut out)?;
             let report =
                 keyhaven::control::prices::report(&file, &PriceTable::builtin()?).map_err(anyhow::Error::msg)?;
             writeln!(out, "Price table {} ({} per million tokens)", report.version, report.currency)?;
             writeln!(
                 out,
-                "{:<28}  {:<14}  {:<30}  {:<7}  {:>11}  {:>11}  {:>11}  {:>11}",
+                "{:<28}  {:<14}  {:<30}  {:<7}  {:>11}  {:>11}  {:>11}  {:>11}  VERSION",
                 "MODEL", "PROVIDER", "UPSTREAM", "SOURCE", "INPUT", "OUTPUT", "CACHE RD", "CACHE WR"
             )?;
             for m in &report.models {
@@ -302,8 +327,12 @@ fn main() -> anyhow::Result<()> {
                 );
                 writeln!(
                     out,
-                    "{:<28}  {:<14}  {:<30}  {:<7}  {i:>11}  {o:>11}  {r:>11}  {w:>11}",
-                    m.name, m.provider, m.upstream, source
+                    "{:<28}  {:<14}  {:<30}  {:<7}  {i:>11}  {o:>11}  {r:>11}  {w:>11}  {}",
+                    m.name,
+                    m.provider,
+                    m.upstream,
+                    source,
+                    m.version.as_deref().unwrap_or("-")
                 )?;
             }
             Ok(())
@@ -428,6 +457,66 @@ fn dollars(micros_per_mtok: u64) -> String {
 /// A one-time link to the web dashboard of the running engine: the CLI holds the 0600 token file
 /// and asks the engine (`POST /api/session/nonce`) for a nonce; the browser trades it for a
 /// session cookie. The token itself is never printed.
+/// `keyhaven prices set|unset`: through the running engine's control API when one answers (it
+/// writes the config file and prices new calls with the override at once), else an edit of the
+/// config file (read at the next start).
+fn prices_edit(paths: &Paths, action: PricesAction, out: &mut impl Write) -> anyhow::Result<()> {
+    use keyhaven::control::dto::PriceOverrideInput;
+    let (model, input) = match action {
+        PricesAction::Set { model, input, output, cache_read, cache_write } => {
+            (model, Some(PriceOverrideInput { input, output, cache_read, cache_write }))
+        }
+        PricesAction::Unset { model } => (model, None),
+    };
+    let text = std::fs::read_to_string(&paths.config)
+        .with_context(|| format!("cannot read the config file {}", paths.config.display()))?;
+    let listen = config::load_str(&paths.config.display().to_string(), &text)?.server.listen;
+    let token = ControlToken::load_or_create(&paths.data)?;
+    let path = format!("/api/prices/{}", percent_encode_segment(&model));
+    let (method, body) = match &input {
+        Some(i) => ("PUT", Some(serde_json::to_value(i)?)),
+        None => ("DELETE", None),
+    };
+    match host::control_request(listen, &token, method, &path, body.as_ref()) {
+        Ok((200, report)) => {
+            let version = report["models"]
+                .as_array()
+                .and_then(|ms| ms.iter().find(|m| m["name"] == model.as_str()))
+                .and_then(|m| m["version"].as_str())
+                .unwrap_or("-")
+                .to_owned();
+            let what = if input.is_some() { "set" } else { "removed" };
+            writeln!(out, "Price override of `{model}` {what}; new calls are priced with version {version}.")?;
+            Ok(())
+        }
+        Ok((status, body)) => {
+            anyhow::bail!("the engine refused it (HTTP {status}): {}", body["message"].as_str().unwrap_or("no message"))
+        }
+        Err(host::HostError::NotRunning { .. }) => {
+            keyhaven::control::prices::edit_file(&paths.config, &model, input.as_ref(), keyhaven::clock::now_ms())
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let what = if input.is_some() { "set" } else { "removed" };
+            writeln!(
+                out,
+                "Price override of `{model}` {what} in {} (Keyhaven is not running: it applies at the next start).",
+                paths.config.display()
+            )?;
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A path segment with everything but unreserved characters percent-encoded.
+fn percent_encode_segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 fn dashboard(paths: &Paths, out: &mut impl Write) -> anyhow::Result<()> {
     let token = ControlToken::load_or_create(&paths.data)?;
     let listen = if paths.config.exists() {

@@ -104,6 +104,7 @@ fn run_app(args: &Args, logs: LogRing) -> anyhow::Result<()> {
         .plugin(tauri_plugin_single_instance::init(|app, _argv, _cwd| window::open(app)))
         .plugin(tauri_plugin_autostart::Builder::new().app_name(autostart::ENTRY_NAME).arg("--hidden").build())
         .plugin(tauri_plugin_clipboard_manager::init())
+        .plugin(tauri_plugin_notification::init())
         .invoke_handler(tauri::generate_handler![commands::control])
         .setup(move |app| {
             let supervisor = Supervisor::new(SupervisorOptions {

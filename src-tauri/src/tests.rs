@@ -138,6 +138,7 @@ fn the_tray_spend_line_shows_today_and_the_nearest_budget() {
         nearest: Some("monthly".into()),
         utc_offset_s: 0,
         time_zone: "local".into(),
+        alerts: Vec::new(),
     };
     assert_eq!(crate::tray::spend_line(&report), "Today $3.12 · Monthly 41 %");
     report.budgets[0].level = BudgetLevel::Warning;
@@ -174,4 +175,63 @@ fn the_tray_cursor_line_names_a_version_that_failed_its_self_test() {
         crate::tray::cursor_line(&report).as_deref(),
         Some("Cursor 3.16.2: self-test failed — using Cursor's servers (+1 more)")
     );
+}
+
+#[test]
+fn budget_alerts_become_one_notification_each() {
+    use keyhaven::control::dto::{BudgetAction, BudgetAlert, BudgetAlertLevel, BudgetReport};
+    // 2027-01-01T00:00:00+01:00 = 2026-12-31T23:00:00Z.
+    let reset_ms = 1_798_758_000_000;
+    let soft = BudgetAlert {
+        budget: "monthly".into(),
+        level: BudgetAlertLevel::Soft,
+        spent_usd: 41.5,
+        limit_usd: 50.0,
+        percent: 83,
+        on_limit: Some(BudgetAction::Refuse),
+        period_start_ms: 1_796_079_600_000,
+        reset_ms,
+        at_ms: 1_796_100_000_000,
+    };
+    assert_eq!(
+        crate::tray::alert_notice(&soft, 3600),
+        (
+            "Keyhaven budget “monthly” at 83 %".to_owned(),
+            "$41.50 of $50.00 spent this period. It resets at 2027-01-01 00:00.".to_owned()
+        )
+    );
+    let hard = BudgetAlert {
+        level: BudgetAlertLevel::Hard,
+        spent_usd: 50.02,
+        percent: 100,
+        on_limit: Some(BudgetAction::Downgrade),
+        ..soft.clone()
+    };
+    assert_eq!(
+        crate::tray::alert_notice(&hard, 0),
+        (
+            "Keyhaven budget “monthly” reached".to_owned(),
+            "$50.02 of $50.00 spent: new conversations go to the cheaper model until it resets at 2026-12-31 23:00."
+                .to_owned()
+        )
+    );
+    let refuse = BudgetAlert { on_limit: Some(BudgetAction::Refuse), ..hard.clone() };
+    assert!(crate::tray::alert_notice(&refuse, 0).1.contains("new calls are refused until"));
+
+    // Each alert once, across polls; the hard one of the same period is another alert.
+    let shown = std::sync::Mutex::new(std::collections::HashSet::new());
+    let mut report = BudgetReport {
+        budgets: Vec::new(),
+        today_micros: 0,
+        today_usd: 0.0,
+        nearest: None,
+        utc_offset_s: 3600,
+        time_zone: "+01:00".into(),
+        alerts: vec![soft.clone()],
+    };
+    assert_eq!(crate::tray::unseen(&shown, &report), std::slice::from_ref(&soft));
+    assert!(crate::tray::unseen(&shown, &report).is_empty(), "the next poll shows nothing");
+    report.alerts.push(hard.clone());
+    assert_eq!(crate::tray::unseen(&shown, &report), [hard]);
+    assert!(crate::tray::unseen(&shown, &report).is_empty());
 }

@@ -6,8 +6,13 @@
 //!
 //! Spend: a second line shows today's spend and the budget nearest its limit ("Today $3.12 ·
 //! Monthly 41 %", from `/api/budgets` through the control service), polled every 30 s; a budget
-//! past its warning threshold or its limit is marked there and in the tooltip (the tray's
-//! notice; there is no desktop notification plugin).
+//! past its warning threshold or its limit is marked there and in the tooltip.
+//!
+//! Alerts: the engine decides (`provider::budget`: a budget's soft threshold and its limit, each
+//! once per period, remembered in the ledger across restarts) and reports them in
+//! `/api/budgets`' `alerts`; the tray only shows each alert it has not shown yet as a desktop
+//! notification (tauri-plugin-notification; on Linux `org.freedesktop.Notifications` on the
+//! session D-Bus), at the next poll.
 //!
 //! Cursor: a third line follows the update guard (`/api/cursor/versions`): a Cursor version whose
 //! self-test failed shows "Cursor 3.16.2: self-test failed — using Cursor's servers" (also in
@@ -15,12 +20,15 @@
 
 use keyhaven::app::supervisor::Supervisor;
 use keyhaven::control::dto::{self, EngineState, RoutingMode};
+use std::collections::HashSet;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tauri::image::Image;
 use tauri::menu::{CheckMenuItem, Menu, MenuEvent, MenuItem, PredefinedMenuItem, Submenu};
 use tauri::tray::TrayIconBuilder;
 use tauri::{AppHandle, Manager, Runtime};
 use tauri_plugin_clipboard_manager::ClipboardExt;
+use tauri_plugin_notification::NotificationExt;
 
 /// The tray's id (its D-Bus object is `/org/ayatana/NotificationItem/tray_icon_tray_app_keyhaven`).
 pub const TRAY_ID: &str = "keyhaven";
@@ -57,6 +65,8 @@ struct Tray<R: Runtime> {
     restore: CheckMenuItem<R>,
     /// The setting as last read from the running engine (shown, greyed, while stopped).
     restore_on_stop: AtomicBool,
+    /// The alerts shown as notifications (budget, period start, level).
+    shown: Mutex<HashSet<(String, i64, bool)>>,
 }
 
 fn icon(state: EngineState) -> Option<Image<'static>> {
@@ -120,6 +130,55 @@ pub fn cursor_line(report: &dto::CursorGuardReport) -> Option<String> {
     })
 }
 
+/// A budget alert's notification: its title and body. `offset_s` is the budgets' zone (the reset
+/// time is given in it).
+pub fn alert_notice(alert: &dto::BudgetAlert, offset_s: i32) -> (String, String) {
+    let offset = time::UtcOffset::from_whole_seconds(offset_s).unwrap_or(time::UtcOffset::UTC);
+    let reset = time::OffsetDateTime::from_unix_timestamp(alert.reset_ms.div_euclid(1000))
+        .map(|t| t.to_offset(offset))
+        .ok()
+        .and_then(|t| t.format(time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]")).ok())
+        .unwrap_or_else(|| "the next period".to_owned());
+    let spent = format!("${:.2} of ${:.2}", alert.spent_usd, alert.limit_usd);
+    match alert.level {
+        dto::BudgetAlertLevel::Soft => (
+            format!("Keyhaven budget “{}” at {} %", alert.budget, alert.percent),
+            format!("{spent} spent this period. It resets at {reset}."),
+        ),
+        dto::BudgetAlertLevel::Hard => {
+            let then = match alert.on_limit {
+                Some(dto::BudgetAction::Downgrade) => "new conversations go to the cheaper model",
+                _ => "new calls are refused",
+            };
+            (
+                format!("Keyhaven budget “{}” reached", alert.budget),
+                format!("{spent} spent: {then} until it resets at {reset}."),
+            )
+        }
+    }
+}
+
+/// The alerts of `report` not shown yet (and marks them shown).
+pub(crate) fn unseen(shown: &Mutex<HashSet<(String, i64, bool)>>, report: &dto::BudgetReport) -> Vec<dto::BudgetAlert> {
+    let mut shown = shown.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    report
+        .alerts
+        .iter()
+        .filter(|a| shown.insert((a.budget.clone(), a.period_start_ms, a.level == dto::BudgetAlertLevel::Hard)))
+        .cloned()
+        .collect()
+}
+
+/// Shows each new alert of `report` as a desktop notification.
+fn notify<R: Runtime>(app: &AppHandle<R>, tray: &Tray<R>, report: &dto::BudgetReport) {
+    for alert in unseen(&tray.shown, report) {
+        let (title, body) = alert_notice(&alert, report.utc_offset_s);
+        if let Err(e) = app.notification().builder().title(&title).body(&body).show() {
+            tracing::warn!(error = %e, budget = %alert.budget, "budget notification not shown");
+        }
+    }
+}
+
 /// Builds the tray and starts following the supervisor (which must be managed already).
 pub fn install<R: Runtime>(app: &AppHandle<R>) -> tauri::Result<()> {
     let status = MenuItem::with_id(app, id::STATUS, "Keyhaven: starting…", false, None::<&str>)?;
@@ -171,6 +230,7 @@ pub fn install<R: Runtime>(app: &AppHandle<R>) -> tauri::Result<()> {
         copy,
         restore,
         restore_on_stop: AtomicBool::new(false),
+        shown: Mutex::new(HashSet::new()),
     });
 
     // Spend changes with every call: polled (a read of in-memory counters, no SQL).
@@ -214,6 +274,9 @@ pub async fn refresh<R: Runtime>(app: &AppHandle<R>) {
     }
     let mut text = label(&status);
     let _ = tray.status.set_text(&text);
+    if let Some(report) = budgets.as_ref().filter(|_| running) {
+        notify(app, &tray, report);
+    }
     let spend = budgets.as_ref().filter(|_| running).map(spend_line);
     let _ = tray.spend.set_text(spend.as_deref().unwrap_or("Today —"));
     if let Some(line) = &spend {

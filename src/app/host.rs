@@ -98,6 +98,41 @@ pub fn request_dashboard_link(listen: std::net::SocketAddr, token: &ControlToken
     json["url"].as_str().map(str::to_owned).ok_or_else(|| refused("the answer has no url".into()))
 }
 
+/// One control API request to a running engine with the control token (plain HTTP/1.1 on
+/// loopback, like [`request_dashboard_link`]): the status and the JSON body. `NotRunning` when
+/// nothing answers.
+pub fn control_request(
+    listen: std::net::SocketAddr,
+    token: &ControlToken,
+    method: &str,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> Result<(u16, serde_json::Value), HostError> {
+    use std::io::Read;
+    let addr = loopback(listen);
+    let down = |e: std::io::Error| HostError::NotRunning { addr, reason: e.to_string() };
+    let timeout = std::time::Duration::from_secs(10);
+    let mut tcp = std::net::TcpStream::connect_timeout(&addr, timeout).map_err(down)?;
+    tcp.set_read_timeout(Some(timeout)).map_err(down)?;
+    tcp.set_write_timeout(Some(timeout)).map_err(down)?;
+    let body = body.map(serde_json::Value::to_string).unwrap_or_default();
+    let kind = if body.is_empty() { "" } else { "Content-Type: application/json\r\n" };
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\n{kind}\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        token.expose(),
+        body.len()
+    );
+    tcp.write_all(request.as_bytes()).map_err(down)?;
+    let mut raw = Vec::new();
+    tcp.read_to_end(&mut raw).map_err(down)?;
+    let text = String::from_utf8_lossy(&raw);
+    let refused = |reason: String| HostError::LinkRefused { addr, reason };
+    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| refused("no HTTP answer".into()))?;
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).ok_or_else(|| refused("no HTTP status".into()))?;
+    Ok((status, serde_json::from_str(body.trim()).unwrap_or_default()))
+}
+
 impl Host {
     /// The config file and data directory: the overrides if given, else the platform defaults.
     pub fn paths(&self, config: Option<PathBuf>, data: Option<PathBuf>) -> Result<Paths, HostError> {

@@ -277,7 +277,32 @@ impl Engine {
         }
         // Budgets: spend so far this period from the ledger, then counted in memory.
         let local_offset_s = extras.local_offset_s.unwrap_or(0);
+        if server.record_calls {
+            // Raised alerts are kept in the ledger, so a restart does not raise them again.
+            let alerts = store.clone();
+            gateway.budgets().set_alert_hook(Box::new(move |a| {
+                // Queued (never blocks); the writer applies it whether or not the ack is awaited.
+                drop(alerts.record_budget_alert(a.clone()));
+            }));
+        }
         crate::control::apply_budgets(&gateway, &store, &config.file, local_offset_s).await;
+        let budgets = gateway.budgets().clone();
+        metrics.set_budget_source(Box::new(move || {
+            budgets
+                .states(crate::clock::now_ms())
+                .into_iter()
+                .map(|s| crate::metrics::BudgetSample {
+                    period: s.period.as_str(),
+                    scope: s.scope,
+                    spent_micros: s.spent_micros,
+                    in_flight_micros: s.reserved_micros,
+                    limit_micros: s.limit_micros,
+                    soft_percent: s.soft_percent,
+                    reset_ms: s.reset_ms,
+                    name: s.name,
+                })
+                .collect()
+        }));
         let addr = config.listen_addr();
         if !addr.ip().is_loopback() {
             // Only with allow_remote and required client tokens (checked above).

@@ -931,6 +931,9 @@ pub struct PriceOverride {
     pub output: Option<String>,
     pub cache_read: Option<String>,
     pub cache_write: Option<String>,
+    /// The version recorded on the rows priced with it (`keyhaven prices set` and the Prices page
+    /// write `override-<UTC time>`); without one, `config-<digest of the prices>`.
+    pub version: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -26,7 +26,7 @@ pub async fn apply(gateway: &Gateway, store: &Store, file: &FileConfig, local_of
     starts.sort_unstable();
     starts.dedup();
     let mut seeds = std::collections::HashMap::new();
-    for since in starts {
+    for since in starts.iter().copied() {
         match store.spend_since(since).await {
             Ok(rows) => {
                 seeds.insert(since, rows);
@@ -34,6 +34,14 @@ pub async fn apply(gateway: &Gateway, store: &Store, file: &FileConfig, local_of
             Err(e) => tracing::warn!(error = %e, "budget spend not read from the ledger; counting from zero"),
         }
     }
+    // The alerts the ledger holds for the current periods are not raised again.
+    let raised = match starts.first() {
+        Some(first) => store.budget_alerts_since(*first).await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "budget alerts not read from the ledger");
+            Vec::new()
+        }),
+        None => Vec::new(),
+    };
     let catalog = gateway.catalog();
     let name_of = |id: &str| catalog.models().iter().find(|m| m.id == id).map(|m| m.name.clone());
     gateway.budgets().configure(
@@ -42,6 +50,7 @@ pub async fn apply(gateway: &Gateway, store: &Store, file: &FileConfig, local_of
         now,
         &mut |since| seeds.remove(&since).unwrap_or_default(),
         &name_of,
+        &raised,
     );
 }
 
@@ -176,7 +185,30 @@ impl ControlService {
         let budgets: Vec<dto::Budget> = tracker.states(now).iter().map(to_dto).collect();
         let nearest = budgets.iter().max_by_key(|b| b.percent).map(|b| b.name.clone());
         let today = tracker.today_micros(now);
+        let alerts = tracker
+            .alerts()
+            .into_iter()
+            .map(|a| dto::BudgetAlert {
+                on_limit: budgets.iter().find(|b| b.name == a.budget).map(|b| b.on_limit),
+                budget: a.budget,
+                level: match a.level {
+                    crate::model::AlertLevel::Soft => dto::BudgetAlertLevel::Soft,
+                    crate::model::AlertLevel::Hard => dto::BudgetAlertLevel::Hard,
+                },
+                spent_usd: a.spent_micros as f64 / 1e6,
+                limit_usd: a.limit_micros as f64 / 1e6,
+                percent: a
+                    .spent_micros
+                    .saturating_mul(100)
+                    .checked_div(a.limit_micros)
+                    .map_or(100, |p| u32::try_from(p).unwrap_or(u32::MAX)),
+                period_start_ms: a.period_start_ms,
+                reset_ms: a.reset_ms,
+                at_ms: a.at_ms,
+            })
+            .collect();
         Ok(dto::BudgetReport {
+            alerts,
             budgets,
             today_micros: today,
             today_usd: today as f64 / 1e6,

@@ -392,6 +392,11 @@ pub enum UsageGroupBy {
 pub struct UsageQuery {
     /// The last `days` UTC days, today included (1..=366).
     pub days: u32,
+    /// With `days = 1`: today since midnight in the budgets' time zone (`time_zone`), read from
+    /// the calls, instead of the UTC day (the Overview's "Today").
+    #[serde(default)]
+    #[cfg_attr(test, ts(optional))]
+    pub local_today: Option<bool>,
     pub group_by: UsageGroupBy,
 }
 
@@ -440,9 +445,12 @@ pub struct UsageGroupRow {
 #[cfg_attr(test, derive(ts_rs::TS))]
 #[serde(rename_all = "camelCase")]
 pub struct UsageReport {
-    /// First and last day of the window (`YYYY-MM-DD`, UTC).
+    /// First and last day of the window (`YYYY-MM-DD`, UTC; with `localToday`, in that zone).
     pub since: String,
     pub until: String,
+    /// The zone the days are in: `UTC`, or with `localToday` the budgets' zone (`UTC+02:00`,
+    /// `local time, UTC+01:00`).
+    pub time_zone: String,
     pub group_by: UsageGroupBy,
     pub totals: UsageStats,
     pub rows: Vec<UsageGroupRow>,
@@ -536,7 +544,24 @@ pub struct ModelPrice {
     pub upstream: String,
     pub source: PriceSource,
     pub per_mtok: Option<ModelPriceAmounts>,
+    /// The version recorded on the rows priced now: the table's, or the override's
+    /// (`override-<UTC time>` when set with `keyhaven prices set` or the Prices page).
+    pub version: Option<String>,
     pub note: Option<String>,
+}
+
+/// `PUT /api/prices/{model}`: a model's prices, USD per million tokens as decimal strings (the
+/// cache prices default to the table's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PriceOverrideInput {
+    pub input: String,
+    pub output: String,
+    #[serde(default)]
+    pub cache_read: Option<String>,
+    #[serde(default)]
+    pub cache_write: Option<String>,
 }
 
 /// `GET /api/prices`: the price table in use and each configured model's effective price.
@@ -1164,6 +1189,37 @@ pub struct BudgetReport {
     pub utc_offset_s: i32,
     /// The config's `time_zone` (`local` when unset).
     pub time_zone: String,
+    /// Alerts this engine raised (a budget reached its soft threshold or its limit), newest last:
+    /// each once per budget, period and level. The tray shows each as a desktop notification.
+    pub alerts: Vec<BudgetAlert>,
+}
+
+/// `soft`: the spend reached the soft threshold; `hard`: it reached the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub enum BudgetAlertLevel {
+    Soft,
+    Hard,
+}
+
+/// A budget alert (see [`BudgetReport::alerts`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(ts_rs::TS))]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetAlert {
+    pub budget: String,
+    pub level: BudgetAlertLevel,
+    /// Finished calls plus estimates in flight when it was raised.
+    pub spent_usd: f64,
+    pub limit_usd: f64,
+    /// Whole percent of the limit when it was raised.
+    pub percent: u32,
+    /// What happens at the limit (`refuse` or `downgrade`), when the budget still exists.
+    pub on_limit: Option<BudgetAction>,
+    pub period_start_ms: i64,
+    pub reset_ms: i64,
+    pub at_ms: i64,
 }
 
 /// `POST /api/budgets`, `PUT /api/budgets/{name}`.

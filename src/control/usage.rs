@@ -13,6 +13,19 @@ pub const MAX_DAYS: u32 = 366;
 pub const MAX_PAGE: u32 = 500;
 
 /// `(since, until)` as `YYYY-MM-DD` for the last `days` UTC days ending on `today`.
+/// The budgets' zone for people: `UTC`, `UTC+02:00`, or `local time, UTC+01:00` when it is the
+/// system's.
+pub(crate) fn zone_label(time_zone: Option<&str>, offset_s: i32) -> String {
+    let sign = if offset_s < 0 { '−' } else { '+' };
+    let abs = offset_s.unsigned_abs();
+    let utc = format!("UTC{sign}{:02}:{:02}", abs / 3600, abs % 3600 / 60);
+    match time_zone.map(str::trim) {
+        None | Some("local") | Some("") => format!("local time, {utc}"),
+        Some(_) if offset_s == 0 => "UTC".to_owned(),
+        Some(_) => utc,
+    }
+}
+
 pub(crate) fn window(today: time::Date, days: u32) -> (String, String) {
     let days = days.clamp(1, MAX_DAYS);
     let since = today.saturating_sub(time::Duration::days(i64::from(days) - 1));
@@ -156,12 +169,31 @@ impl ControlService {
         if query.days == 0 || query.days > MAX_DAYS {
             return Err(ControlError::Invalid(format!("days: 1 to {MAX_DAYS}")));
         }
-        let (since, until) = window(time::OffsetDateTime::now_utc().date(), query.days);
         let group = group_of(query.group_by);
         let store = &self.inner.store;
-        let rows = store.usage_grouped(&since, &until, group).await?;
-        let hists = store.latency_histograms(&since, &until, Some(group)).await?;
-        let all = store.latency_histograms(&since, &until, None).await?;
+        let local = query.local_today == Some(true) && query.days == 1;
+        let (since, until, rows, hists, all, since_ms, until_ms, time_zone);
+        if local {
+            // Today in the budgets' zone: from `calls` (the rollups are UTC days).
+            let offset = self.inner.gateway.budgets().offset_s();
+            let now = crate::clock::now_ms();
+            let (start, end) = crate::provider::budget::period_bounds(crate::config::BudgetPeriod::Day, offset, now);
+            let day = time::OffsetDateTime::from_unix_timestamp(start.div_euclid(1000))
+                .map(|t| t.to_offset(time::UtcOffset::from_whole_seconds(offset).unwrap_or(time::UtcOffset::UTC)))
+                .map_or_else(|_| String::new(), |t| t.date().to_string());
+            (since, until) = (day.clone(), day);
+            (rows, hists, all) = store.usage_between(start, end, group).await?;
+            (since_ms, until_ms) = (start, end);
+            time_zone = zone_label(self.current().time_zone.as_deref(), offset);
+        } else {
+            (since, until) = window(time::OffsetDateTime::now_utc().date(), query.days);
+            rows = store.usage_grouped(&since, &until, group).await?;
+            hists = store.latency_histograms(&since, &until, Some(group)).await?;
+            all = store.latency_histograms(&since, &until, None).await?;
+            let day_ms = |d: &str| crate::control::export::parse_bound(d, false);
+            (since_ms, until_ms) = (day_ms(&since)?, crate::control::export::parse_bound(&until, true)?);
+            time_zone = "UTC".to_owned();
+        }
         let mut total_usage = Usage::default();
         let (mut calls, mut errors, mut cost, mut ms) = (0u64, 0u64, 0i64, 0i64);
         let mut out = Vec::new();
@@ -181,8 +213,6 @@ impl ControlService {
                 stats: stats(r.calls, r.errors, &r.usage, r.cost_micros, r.total_ms_sum, hist),
             });
         }
-        let day_ms = |d: &str| crate::control::export::parse_bound(d, false);
-        let (since_ms, until_ms) = (day_ms(&since)?, crate::control::export::parse_bound(&until, true)?);
         let found = store.cost_sources(since_ms, until_ms).await?;
         let cost_sources = CostSource::ALL
             .into_iter()
@@ -198,6 +228,7 @@ impl ControlService {
         Ok(dto::UsageReport {
             since,
             until,
+            time_zone,
             group_by: query.group_by,
             totals: stats(calls, errors, &total_usage, cost, ms, all.first()),
             rows: out,

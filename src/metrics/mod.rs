@@ -21,6 +21,12 @@
 //! - `keyhaven_calls_in_flight{route}`.
 //! - `keyhaven_ledger_queue_depth`, `keyhaven_ledger_commit_seconds` (one writer batch, applied
 //!   and committed), `keyhaven_ledger_dropped_total`.
+//! - Per budget, read from the budgets' counters at scrape time (`{budget, period, scope}`):
+//!   `keyhaven_budget_spend_usd` (finished calls of the current period, the ledger's cost),
+//!   `keyhaven_budget_in_flight_usd` (estimates of calls in flight), `keyhaven_budget_limit_usd`,
+//!   `keyhaven_budget_used_ratio` ((spend + in flight) / limit), `keyhaven_budget_soft_ratio`
+//!   (the soft threshold as a fraction) and `keyhaven_budget_reset_timestamp_seconds` (when the
+//!   period ends).
 //!
 //! Labels stay few: `route` is the entry point the dialect names (`/v1/messages`, `cursor`, …),
 //! `model` is the requested name when it resolved to a configured model (else `unknown`),
@@ -30,7 +36,7 @@
 //! are `other`.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use prometheus::proto::{Bucket, Counter, Gauge, Histogram, Metric, MetricFamily, MetricType};
@@ -57,6 +63,27 @@ impl From<prometheus::Error> for MetricsError {
         MetricsError(e.to_string())
     }
 }
+
+/// One budget's state at scrape time (filled by `app` from the gateway's budgets: `metrics` does
+/// not depend on `provider`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetSample {
+    pub name: String,
+    /// `day`, `week` or `month`.
+    pub period: &'static str,
+    /// `all`, `client`, `provider` or `model`.
+    pub scope: &'static str,
+    /// Finished calls of the current period.
+    pub spent_micros: u64,
+    /// Estimates of calls in flight.
+    pub in_flight_micros: u64,
+    pub limit_micros: u64,
+    pub soft_percent: u8,
+    pub reset_ms: i64,
+}
+
+/// Where the budget samples come from.
+pub type BudgetSource = Box<dyn Fn() -> Vec<BudgetSample> + Send + Sync>;
 
 /// The labels a call's start named, kept until its finish.
 #[derive(Debug, Clone)]
@@ -86,6 +113,7 @@ pub struct Metrics {
     pending: Mutex<HashMap<String, Pending>>,
     clients: Mutex<HashSet<String>>,
     store: Option<Arc<Store>>,
+    budgets: OnceLock<BudgetSource>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -194,7 +222,13 @@ impl Metrics {
             pending: Mutex::new(HashMap::new()),
             clients: Mutex::new(HashSet::new()),
             store,
+            budgets: OnceLock::new(),
         })
+    }
+
+    /// Sets where the budget families come from (once; later calls are ignored).
+    pub fn set_budget_source(&self, source: BudgetSource) {
+        let _ = self.budgets.set(source);
     }
 
     fn client(&self, raw: &str) -> String {
@@ -281,6 +315,12 @@ impl Metrics {
         if let Some(store) = &self.store {
             families.extend(ledger_families(&store.ledger_stats()));
         }
+        if let Some(source) = self.budgets.get() {
+            let samples = source();
+            if !samples.is_empty() {
+                families.extend(budget_families(&samples));
+            }
+        }
         Ok(TextEncoder::new().encode_to_string(&families)?)
     }
 }
@@ -340,6 +380,71 @@ fn ledger_families(s: &crate::store::LedgerSnapshot) -> Vec<MetricFamily> {
             dropped_metric,
         ),
     ]
+}
+
+fn gauge_metric(labels: &[(&str, &str)], value: f64) -> Metric {
+    let mut g = Gauge::default();
+    g.set_value(value);
+    let mut m = Metric::default();
+    m.set_label(
+        labels
+            .iter()
+            .map(|(k, v)| {
+                let mut l = prometheus::proto::LabelPair::default();
+                l.set_name((*k).to_owned());
+                l.set_value((*v).to_owned());
+                l
+            })
+            .collect(),
+    );
+    m.set_gauge(g);
+    m
+}
+
+/// The budget families, one gauge per budget each, built at scrape time.
+pub(crate) fn budget_families(samples: &[BudgetSample]) -> Vec<MetricFamily> {
+    type Read = fn(&BudgetSample) -> f64;
+    fn usd(micros: u64) -> f64 {
+        micros as f64 / 1e6
+    }
+    let gauges: [(&str, &str, Read); 6] = [
+        ("keyhaven_budget_spend_usd", "Spend of finished calls in the budget's current period, in USD", |s| {
+            usd(s.spent_micros)
+        }),
+        ("keyhaven_budget_in_flight_usd", "Estimated cost of the budget's calls in flight, in USD", |s| {
+            usd(s.in_flight_micros)
+        }),
+        ("keyhaven_budget_limit_usd", "The budget's limit per period, in USD", |s| usd(s.limit_micros)),
+        ("keyhaven_budget_used_ratio", "(spend + in flight) / limit of the budget's current period", |s| {
+            if s.limit_micros == 0 {
+                1.0
+            } else {
+                s.spent_micros.saturating_add(s.in_flight_micros) as f64 / s.limit_micros as f64
+            }
+        }),
+        ("keyhaven_budget_soft_ratio", "The budget's soft threshold as a fraction of its limit", |s| {
+            f64::from(s.soft_percent) / 100.0
+        }),
+        ("keyhaven_budget_reset_timestamp_seconds", "When the budget's current period ends (Unix time)", |s| {
+            s.reset_ms as f64 / 1000.0
+        }),
+    ];
+    gauges
+        .iter()
+        .map(|(name, help, read)| {
+            let mut f = MetricFamily::default();
+            f.set_name((*name).to_owned());
+            f.set_help((*help).to_owned());
+            f.set_field_type(MetricType::GAUGE);
+            f.set_metric(
+                samples
+                    .iter()
+                    .map(|s| gauge_metric(&[("budget", &s.name), ("period", s.period), ("scope", s.scope)], read(s)))
+                    .collect(),
+            );
+            f
+        })
+        .collect()
 }
 
 #[cfg(test)]

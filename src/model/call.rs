@@ -118,6 +118,45 @@ pub struct SpendRow {
     pub cost_micros: u64,
 }
 
+/// How far a budget's spend has gone: past its soft threshold or at its limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AlertLevel {
+    Soft,
+    Hard,
+}
+
+impl AlertLevel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AlertLevel::Soft => "soft",
+            AlertLevel::Hard => "hard",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<AlertLevel> {
+        match s {
+            "soft" => Some(AlertLevel::Soft),
+            "hard" => Some(AlertLevel::Hard),
+            _ => None,
+        }
+    }
+}
+
+/// A budget crossed a level in a period (raised once per budget, period and level; remembered
+/// in the ledger so a restart does not raise it again).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BudgetAlert {
+    pub budget: String,
+    pub level: AlertLevel,
+    pub period_start_ms: i64,
+    pub reset_ms: i64,
+    /// Spend (finished calls and estimates in flight) when it was raised.
+    pub spent_micros: u64,
+    pub limit_micros: u64,
+    pub at_ms: i64,
+}
+
 /// Finalises a row.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallFinish {

@@ -13,7 +13,7 @@ pub mod reasoning;
 mod usage;
 
 pub use accumulate::{Accumulator, parse_arguments};
-pub use call::{CallFinish, CallStart, CallStatus, CostSource, ReasoningRecord, SpendRow};
+pub use call::{AlertLevel, BudgetAlert, CallFinish, CallStart, CallStatus, CostSource, ReasoningRecord, SpendRow};
 pub use conversation::{Entry, RunFinish, RunRecord, RunStart, RunStatus, StoredMessage, ToolRoundRecord};
 pub use fim::FimRequest;
 pub use passthrough::{Passthrough, WireDialect};

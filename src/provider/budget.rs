@@ -16,16 +16,28 @@
 //! mid-conversation throws away the provider's prompt cache and changes the answerer mid-task. A
 //! conversation that started downgraded stays downgraded (remembered by a digest of its model and
 //! first user message) until it is forgotten (bounded, oldest first).
+//!
+//! Alerts: when a budget's spend (finished calls plus estimates in flight) reaches its soft
+//! threshold, and again when it reaches its limit, the tracker raises a [`BudgetAlert`] once per
+//! budget, period and level: a log line, an entry in [`Budgets::alerts`] (the control service's
+//! report, which the tray turns into a desktop notification and the dashboard into a banner) and
+//! a call to the alert hook (`app` records it in the ledger). `configure` is told which alerts the
+//! ledger already holds for the current periods, so a restart does not raise them again.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use crate::config::{BudgetAction, BudgetConfig, BudgetPeriod};
-use crate::model::{self, Role, SpendRow};
+use crate::model::{self, AlertLevel, BudgetAlert, Role, SpendRow};
 
 /// How many downgraded conversations are remembered.
 const REMEMBERED: usize = 4096;
+/// How many alerts raised by this process [`Budgets::alerts`] keeps (newest last).
+const RECENT_ALERTS: usize = 32;
+
+/// Called with every alert raised (outside the tracker's lock).
+pub type AlertHook = Box<dyn Fn(&BudgetAlert) + Send + Sync>;
 
 /// What a call is, for matching budgets.
 #[derive(Debug, Clone, Copy)]
@@ -96,8 +108,8 @@ struct Item {
     end: i64,
     spent: u64,
     reserved: u64,
-    /// The period start the soft-threshold warning was logged for.
-    warned: Option<i64>,
+    /// The period starts the soft (`[0]`) and hard (`[1]`) alerts were raised for.
+    alerted: [Option<i64>; 2],
 }
 
 impl Item {
@@ -151,12 +163,33 @@ impl Item {
         }
     }
 
-    /// Logs the soft-threshold warning once per period; true when it did.
-    fn warn_once(&mut self) -> bool {
+    /// Raises the alert the budget's spend has reached, once per period and level: the limit
+    /// (which also counts as the soft threshold: one alert, not two at once) or the soft threshold.
+    fn alert_once(&mut self, now_ms: i64) -> Option<BudgetAlert> {
         let s = self.state();
-        let due = s.warning() && self.warned != Some(self.start);
-        if due {
-            self.warned = Some(self.start);
+        let level = if s.exceeded() && self.alerted[1] != Some(self.start) {
+            AlertLevel::Hard
+        } else if s.warning() && !s.exceeded() && self.alerted[0] != Some(self.start) {
+            AlertLevel::Soft
+        } else {
+            return None;
+        };
+        self.alerted[0] = Some(self.start);
+        if level == AlertLevel::Hard {
+            self.alerted[1] = Some(self.start);
+            tracing::warn!(
+                budget = %s.name,
+                spent_usd = s.used_micros() as f64 / 1e6,
+                limit_usd = s.limit_micros as f64 / 1e6,
+                "budget `{}` has reached its limit this {} ({})",
+                s.name,
+                s.period.as_str(),
+                match s.on_limit {
+                    BudgetAction::Refuse => "new calls are refused until it resets",
+                    BudgetAction::Downgrade => "new conversations are downgraded until it resets",
+                }
+            );
+        } else {
             tracing::warn!(
                 budget = %s.name,
                 spent_usd = s.used_micros() as f64 / 1e6,
@@ -168,7 +201,15 @@ impl Item {
                 s.period.as_str()
             );
         }
-        due
+        Some(BudgetAlert {
+            budget: s.name,
+            level,
+            period_start_ms: self.start,
+            reset_ms: self.end,
+            spent_micros: s.spent_micros.saturating_add(s.reserved_micros),
+            limit_micros: s.limit_micros,
+            at_ms: now_ms,
+        })
     }
 }
 
@@ -234,12 +275,30 @@ struct State {
     order: VecDeque<u64>,
     /// Everything spent today (finished calls), for the tray's "Today $…".
     today: (i64, i64, u64),
+    /// Alerts raised by this process, newest last.
+    alerts: VecDeque<BudgetAlert>,
+}
+
+impl State {
+    fn push_alert(&mut self, alert: BudgetAlert) {
+        self.alerts.push_back(alert);
+        while self.alerts.len() > RECENT_ALERTS {
+            self.alerts.pop_front();
+        }
+    }
 }
 
 /// The budgets of one engine. Cheap to share (`Arc`).
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Budgets {
     state: Mutex<State>,
+    hook: OnceLock<AlertHook>,
+}
+
+impl std::fmt::Debug for Budgets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Budgets").field("state", &self.state).finish_non_exhaustive()
+    }
 }
 
 /// A digest of a conversation's identity: its model and first user message.
@@ -258,9 +317,22 @@ pub fn is_new_conversation(req: &model::Request) -> bool {
 }
 
 impl Budgets {
+    /// Sets the hook every raised alert is handed to (once; later calls are ignored).
+    pub fn set_alert_hook(&self, hook: AlertHook) {
+        let _ = self.hook.set(hook);
+    }
+
+    fn hand_over(&self, raised: &[BudgetAlert]) {
+        if let Some(hook) = self.hook.get() {
+            raised.iter().for_each(hook);
+        }
+    }
+
     /// Replaces the budgets. `ledger(since_ms)` gives the spend of the calls started since then
     /// (one row per client, provider and model); `model_name` maps a row's model id to its
-    /// configured name. Calls in flight lose their reservations (they are counted at finish).
+    /// configured name; `raised` are the alerts already raised (the ledger's), which are not
+    /// raised again in the same period. Calls in flight lose their reservations (they are counted
+    /// at finish).
     pub fn configure(
         &self,
         budgets: &[BudgetConfig],
@@ -268,12 +340,20 @@ impl Budgets {
         now_ms: i64,
         ledger: &mut dyn FnMut(i64) -> Vec<SpendRow>,
         model_name: &dyn Fn(&str) -> Option<String>,
+        raised: &[BudgetAlert],
     ) {
         let mut items: Vec<Item> = budgets
             .iter()
             .map(|cfg| {
                 let (start, end) = period_bounds(cfg.period, offset_s, now_ms);
-                Item { limit: cfg.limit_micros(), cfg: cfg.clone(), start, end, spent: 0, reserved: 0, warned: None }
+                let was = |level: AlertLevel| {
+                    raised
+                        .iter()
+                        .any(|a| a.budget == cfg.name() && a.period_start_ms == start && a.level == level)
+                        .then_some(start)
+                };
+                let alerted = [was(AlertLevel::Soft), was(AlertLevel::Hard)];
+                Item { limit: cfg.limit_micros(), cfg: cfg.clone(), start, end, spent: 0, reserved: 0, alerted }
             })
             .collect();
         let today = period_bounds(BudgetPeriod::Day, offset_s, now_ms);
@@ -300,17 +380,28 @@ impl Budgets {
             }
         }
         let Ok(mut st) = self.state.lock() else { return };
-        // Keep the once-per-period warning across edits of the same budget.
+        // Keep the once-per-period alerts across edits of the same budget.
+        let mut new = Vec::new();
         for item in &mut items {
             if let Some(old) = st.items.iter().find(|o| o.cfg.name() == item.cfg.name()) {
-                item.warned = old.warned;
+                for (mine, theirs) in item.alerted.iter_mut().zip(old.alerted) {
+                    *mine = mine.or(theirs.filter(|s| *s == item.start));
+                }
             }
-            let _ = item.warn_once();
+            new.extend(item.alert_once(now_ms));
         }
         st.generation += 1;
         st.offset_s = offset_s;
         st.items = items;
         st.today = (today.0, today.1, today_spent);
+        new.iter().for_each(|a| st.push_alert(a.clone()));
+        drop(st);
+        self.hand_over(&new);
+    }
+
+    /// The alerts raised by this process (at most 32, newest last).
+    pub fn alerts(&self) -> Vec<BudgetAlert> {
+        self.state.lock().map(|s| s.alerts.iter().cloned().collect()).unwrap_or_default()
     }
 
     /// Whether any budget is configured (the gateway skips everything else when none is).
@@ -384,6 +475,11 @@ impl Budgets {
     /// A call finished: its reservation is released and its cost added to every budget it
     /// matches whose period it started in.
     pub fn finish(&self, reservation: Reservation, key: &SpendKey<'_>, cost_micros: u64) {
+        self.finish_at(reservation, key, cost_micros, crate::clock::now_ms());
+    }
+
+    /// [`Budgets::finish`] at `now_ms` (the alerts' time).
+    pub fn finish_at(&self, reservation: Reservation, key: &SpendKey<'_>, cost_micros: u64, now_ms: i64) {
         let Ok(mut st) = self.state.lock() else { return };
         if reservation.generation == st.generation {
             for (i, amount) in &reservation.held {
@@ -404,12 +500,16 @@ impl Budgets {
         if started >= st.today.0 {
             st.today.2 = st.today.2.saturating_add(cost_micros);
         }
+        let mut new = Vec::new();
         for item in &mut st.items {
             if started >= item.start && started < item.end && item.matches(key) {
                 item.spent = item.spent.saturating_add(cost_micros);
-                let _ = item.warn_once();
+                new.extend(item.alert_once(now_ms));
             }
         }
+        new.iter().for_each(|a| st.push_alert(a.clone()));
+        drop(st);
+        self.hand_over(&new);
     }
 
     /// Every budget's state at `now_ms`.

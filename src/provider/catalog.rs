@@ -39,6 +39,8 @@ pub struct ModelEntry {
     pub tools: ToolsMode,
     /// The price used for cost: the per-model override, else the shipped table's entry.
     pub price: Option<Price>,
+    /// The version recorded with a cost at [`ModelEntry::price`]: the override's, else the table's.
+    pub price_version: Option<String>,
     /// Overrides of the global timeouts.
     pub timeouts: ModelTimeouts,
     /// Where Cursor agent runs with this model go in `hybrid` mode.
@@ -64,6 +66,20 @@ pub struct Catalog {
     price_version: Option<String>,
     /// `[cursor_tab]`: who answers Cursor Tab, and its prompt budgets.
     cursor_tab: Arc<CursorTabConfig>,
+}
+
+/// The version of a price override: its own, else `config-` and a digest of its prices (a hand
+/// edit of the prices is a new version).
+pub fn override_version(o: &crate::config::PriceOverride) -> String {
+    if let Some(v) = o.version.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
+        return v.to_owned();
+    }
+    let mut h = Sha256::new();
+    for part in [&o.input, &o.output, &o.cache_read, &o.cache_write] {
+        h.update(part.as_deref().unwrap_or("-").trim().as_bytes());
+        h.update([0]);
+    }
+    format!("config-{}", hex::encode(&h.finalize()[..4]))
 }
 
 /// The stable id of a model entry.
@@ -113,6 +129,10 @@ impl Catalog {
                 .iter()
                 .filter(|_| provider.kind != ProviderKind::Lingma)
                 .find_map(|vendor| prices.lookup(vendor, &m.upstream));
+            let price_version = match &m.price {
+                Some(o) => Some(override_version(o)),
+                None => table_price.map(|_| prices.version().to_owned()),
+            };
             let price = match &m.price {
                 Some(o) => Some(
                     override_price(table_price.unwrap_or_default(), o)
@@ -132,6 +152,7 @@ impl Catalog {
                 // Lingma has no native tool calls: its tools are always emulated.
                 tools: if provider.kind == ProviderKind::Lingma { ToolsMode::Emulated } else { m.tools },
                 price,
+                price_version,
                 timeouts: m.timeouts,
                 cursor: m.cursor,
                 fim: m.fim_dialect(),

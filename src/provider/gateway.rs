@@ -288,7 +288,7 @@ impl Gateway {
             started,
             started_ms: crate::clock::now_ms(),
             price: route.as_ref().and_then(|r| r.model.price),
-            price_version: catalog.price_version().map(str::to_owned),
+            price_version: route.as_ref().and_then(|r| r.model.price_version.clone()),
             secret: None,
             capture: self.opts.capture_bodies,
             capture_limit: self.opts.body_capture_limit,
@@ -308,13 +308,20 @@ impl Gateway {
         };
         if refused.is_none() {
             let key = spend_key(&ctx.client, &req.model, route.as_ref());
-            // The engine's own estimate for a call without usage: request bytes / 4 as input
-            // (only worth computing when a budget can use it; today's spend needs none).
+            // The in-flight estimate: the request's input tokens counted with the engine's
+            // tokenizer (`provider::tokens`, as for `cost_source`) at the model's price (only worth
+            // computing when a budget can use it; today's spend needs none).
             let estimate = if self.budgets.is_empty() {
                 0
             } else {
-                let bytes = ctx.request_body.as_ref().map_or_else(|| text_len(&req), bytes::Bytes::len);
-                let usage = model::Usage { input_tokens: (bytes as u64).div_ceil(4), ..model::Usage::default() };
+                let (family, _) = route.as_ref().map_or((crate::provider::tokens::Family::Openai, false), |r| {
+                    crate::provider::tokens::model_tokenizer(
+                        r.provider.kind == crate::config::ProviderKind::Anthropic,
+                        &r.model.upstream,
+                    )
+                });
+                let input = crate::provider::tokens::estimate(&req, family);
+                let usage = model::Usage { input_tokens: input, ..model::Usage::default() };
                 guard.price.as_ref().map_or(0, |p| u64::try_from(crate::pricing::cost_micros(p, &usage)).unwrap_or(0))
             };
             let reservation = self.budgets.reserve(&key, estimate, guard.started_ms);
@@ -445,6 +452,7 @@ impl Gateway {
                 guard.retries += 1;
             }
             guard.price = route.model.price;
+            guard.price_version.clone_from(&route.model.price_version);
             guard.route = Some(route.clone());
             let max_retries = if last { self.opts.retry.max_retries } else { 0 };
             match self.open_one(&route, req, ctx, guard, started, max_retries, &mut prepare).await {
@@ -635,18 +643,6 @@ fn spend_key<'a>(client: &'a str, requested: &'a str, route: Option<&'a Route>) 
         requested,
         model: route.map(|r| r.model.name.as_str()),
     }
-}
-
-/// The length of a request's text (for the in-flight estimate when no raw body is at hand).
-fn text_len(req: &model::Request) -> usize {
-    req.messages
-        .iter()
-        .flat_map(|m| &m.content)
-        .map(|p| match p {
-            model::Part::Text { text, .. } => text.len(),
-            _ => 0,
-        })
-        .sum()
 }
 
 impl CallGuard {

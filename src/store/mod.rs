@@ -53,8 +53,8 @@ pub use conversation::{CheckpointRecord, ConversationOp};
 pub use cursor_versions::CursorVersionRow;
 pub use read::{
     CallDetail, CallFilter, CallSummary, ContextBlock, CostSourceRow, DEFAULT_LIMIT, LATENCY_BOUNDS_MS,
-    LatencyHistogram, MAX_LIMIT, SessionRow, UsageDailyRow, UsageGroup, UsageGroupRow, UsageRow, UsageSplitRow,
-    UsageTotals,
+    LatencyHistogram, MAX_LIMIT, SessionRow, UsageBetween, UsageDailyRow, UsageGroup, UsageGroupRow, UsageRow,
+    UsageSplitRow, UsageTotals,
 };
 pub use stats::{COMMIT_BOUNDS_SECONDS, LedgerSnapshot};
 
@@ -553,6 +553,27 @@ impl Store {
     /// for the budgets' seed.
     pub async fn spend_since(&self, since_ms: i64) -> Result<Vec<crate::model::SpendRow>, StoreError> {
         self.read(move |c| read::spend_since(c, since_ms)).await
+    }
+
+    /// Usage per group of the finished calls started in `since_ms..until_ms`, with latency
+    /// histograms per group and over all (from `calls`; see [`read::usage_between`]).
+    pub async fn usage_between(
+        &self,
+        since_ms: i64,
+        until_ms: i64,
+        group: UsageGroup,
+    ) -> Result<UsageBetween, StoreError> {
+        self.read(move |c| read::usage_between(c, since_ms, until_ms, group)).await
+    }
+
+    /// Queues a budget alert (kept once per budget, period and level). Never blocks.
+    pub fn record_budget_alert(&self, alert: crate::model::BudgetAlert) -> Ack<u64> {
+        self.submit(|r| Command::BudgetAlert(Box::new(alert), r))
+    }
+
+    /// Budget alerts of periods that started at or after `since_ms` (the budgets' seed).
+    pub async fn budget_alerts_since(&self, since_ms: i64) -> Result<Vec<crate::model::BudgetAlert>, StoreError> {
+        self.read(move |c| read::budget_alerts_since(c, since_ms)).await
     }
 
     /// Finished calls started in `since_ms..until_ms` by cost source (from `calls`: what

@@ -389,6 +389,68 @@ pub(crate) fn usage_grouped(
     Ok(rows)
 }
 
+/// Usage rows per group, latency histograms per group, and the latency histogram over all.
+pub type UsageBetween = (Vec<UsageGroupRow>, Vec<LatencyHistogram>, Vec<LatencyHistogram>);
+
+/// Usage per group of the finished calls started in `since_ms..until_ms`, counted as in
+/// `usage_daily` (errors are `error` and `interrupted`), with the latency histograms per group
+/// and over all (the Overview's "Today" in the user's zone, which the UTC-day rollups cannot
+/// give; through the `started_ms` index). `UsageGroup::Day` groups everything under `''`.
+pub(crate) fn usage_between(
+    conn: &Connection,
+    since_ms: i64,
+    until_ms: i64,
+    group: UsageGroup,
+) -> Result<UsageBetween, StoreError> {
+    let col = match group {
+        UsageGroup::Day => "''",
+        UsageGroup::Provider => "COALESCE(provider, '')",
+        g => g.column(),
+    };
+    let finished = "started_ms >= ?1 AND started_ms < ?2 AND status != 'in_flight'";
+    let sql = format!(
+        "SELECT {col} AS k, COUNT(*), SUM(status IN ('error', 'interrupted')), SUM(input_tokens), SUM(output_tokens), \
+         SUM(cache_read_tokens), SUM(cache_write_tokens), SUM(reasoning_tokens), SUM(COALESCE(cost_micros, 0)), \
+         SUM(COALESCE(total_ms, 0)) FROM calls WHERE {finished} GROUP BY k ORDER BY k"
+    );
+    let rows = conn
+        .prepare_cached(&sql)?
+        .query_map([since_ms, until_ms], |row| {
+            Ok(UsageGroupRow {
+                key: row.get(0)?,
+                calls: to_u64(row.get(1)?),
+                errors: to_u64(row.get(2)?),
+                usage: usage_at(row, 3)?,
+                cost_micros: row.get(8)?,
+                total_ms_sum: row.get(9)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let hists = |key: &str| -> Result<Vec<LatencyHistogram>, StoreError> {
+        let sql = format!(
+            "SELECT {key} AS k, {} AS b, COUNT(*) FROM calls WHERE {finished} AND total_ms IS NOT NULL \
+             GROUP BY k, b ORDER BY k, b",
+            crate::store::writer::bucket_expr()
+        );
+        let found: Vec<(String, i64, i64)> = conn
+            .prepare_cached(&sql)?
+            .query_map([since_ms, until_ms], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut out: Vec<LatencyHistogram> = Vec::new();
+        for (key, bucket, calls) in found {
+            if out.last().is_none_or(|h| h.key != key) {
+                out.push(LatencyHistogram { key, counts: vec![0; LATENCY_BOUNDS_MS.len() + 1] });
+            }
+            let idx = usize::try_from(bucket).unwrap_or(usize::MAX).min(LATENCY_BOUNDS_MS.len());
+            if let Some(h) = out.last_mut() {
+                h.counts[idx] += to_u64(calls);
+            }
+        }
+        Ok(out)
+    };
+    Ok((rows, hists(col)?, hists("''")?))
+}
+
 /// Usage per day and group over the days `since_day..=until_day`, ordered by day, then key.
 /// Reads only `usage_daily`. `group` is a column other than the day.
 pub(crate) fn usage_split(
@@ -517,6 +579,41 @@ pub(crate) fn spend_since(conn: &Connection, since_ms: i64) -> Result<Vec<crate:
         })?
         .collect::<rusqlite::Result<_>>()?;
     Ok(rows)
+}
+
+/// Budget alerts of periods that started at or after `since_ms`, oldest first.
+pub(crate) fn budget_alerts_since(
+    conn: &Connection,
+    since_ms: i64,
+) -> Result<Vec<crate::model::BudgetAlert>, StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT budget, level, period_start_ms, reset_ms, spent_micros, limit_micros, at_ms \
+         FROM budget_alerts WHERE period_start_ms >= ?1 ORDER BY at_ms",
+    )?;
+    let rows = stmt
+        .query_map([since_ms], |row| {
+            let level: String = row.get(1)?;
+            Ok((
+                level,
+                crate::model::BudgetAlert {
+                    budget: row.get(0)?,
+                    level: crate::model::AlertLevel::Soft,
+                    period_start_ms: row.get(2)?,
+                    reset_ms: row.get(3)?,
+                    spent_micros: to_u64(row.get(4)?),
+                    limit_micros: to_u64(row.get(5)?),
+                    at_ms: row.get(6)?,
+                },
+            ))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(level, mut a)| {
+            a.level = crate::model::AlertLevel::parse(&level)?;
+            Some(a)
+        })
+        .collect())
 }
 
 /// Calls and cost by where the cost came from ([`Store::cost_sources`](crate::store::Store::cost_sources)).

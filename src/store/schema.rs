@@ -20,6 +20,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0011_add_call_budget_downgrade.sql"),
     include_str!("migrations/0012_create_run_context_blocks.sql"),
     include_str!("migrations/0013_create_cursor_versions.sql"),
+    include_str!("migrations/0014_create_budget_alerts.sql"),
 ];
 
 /// The newest schema version this build knows.

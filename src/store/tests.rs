@@ -99,6 +99,7 @@ async fn migrations_apply_on_a_fresh_file() {
         tables,
         [
             "acked_blobs",
+            "budget_alerts",
             "calls",
             "checkpoints",
             "conversations",
@@ -992,4 +993,26 @@ async fn a_cursor_versions_row_keeps_its_first_sighting_and_takes_the_latest_tes
     let store = Store::open(&path, opts(2)).expect("reopen");
     let rows = store.cursor_versions().await.expect("read");
     assert_eq!(rows, vec![row(100, 200, Some("failed"), Some("tool_round"))]);
+}
+
+#[tokio::test]
+async fn budget_alerts_are_kept_once_per_budget_period_and_level() {
+    use crate::model::{AlertLevel, BudgetAlert};
+    let store = Store::open_in_memory(opts(1)).expect("open");
+    let alert = |budget: &str, level, start, at| BudgetAlert {
+        budget: budget.into(),
+        level,
+        period_start_ms: start,
+        reset_ms: start + 86_400_000,
+        spent_micros: 800_000,
+        limit_micros: 1_000_000,
+        at_ms: at,
+    };
+    assert_eq!(store.record_budget_alert(alert("d", AlertLevel::Soft, 1000, 1001)).await.expect("ok"), 1);
+    assert_eq!(store.record_budget_alert(alert("d", AlertLevel::Soft, 1000, 1005)).await.expect("ok"), 0, "kept once");
+    assert_eq!(store.record_budget_alert(alert("d", AlertLevel::Hard, 1000, 1002)).await.expect("ok"), 1);
+    assert_eq!(store.record_budget_alert(alert("d", AlertLevel::Soft, 500, 501)).await.expect("ok"), 1);
+    let got = store.budget_alerts_since(1000).await.expect("read");
+    assert_eq!(got, [alert("d", AlertLevel::Soft, 1000, 1001), alert("d", AlertLevel::Hard, 1000, 1002)]);
+    store.close().expect("close");
 }

@@ -39,6 +39,8 @@ pub(crate) enum Command {
     InterruptStale(Reply<u64>),
     /// A transcript write (conversations, runs, messages, tool rounds, checkpoints).
     Conversation(Box<ConversationOp>, Reply<u64>),
+    /// A budget alert was raised (kept so a restart does not raise it again).
+    BudgetAlert(Box<crate::model::BudgetAlert>, Reply<u64>),
     Flush(Reply<()>),
     Shutdown(Reply<()>),
     /// Test hook: the writer signals `paused`, then blocks until `release` disconnects.
@@ -58,6 +60,7 @@ impl Command {
             Command::Prune { .. } => "prune",
             Command::InterruptStale(_) => "interrupt_stale",
             Command::Conversation(op, _) => op.name(),
+            Command::BudgetAlert(..) => "budget_alert",
             Command::Flush(_) => "flush",
             Command::Shutdown(_) => "shutdown",
             #[cfg(test)]
@@ -74,7 +77,8 @@ impl Command {
             Command::DeleteCall(_, r)
             | Command::Prune { reply: r, .. }
             | Command::InterruptStale(r)
-            | Command::Conversation(_, r) => {
+            | Command::Conversation(_, r)
+            | Command::BudgetAlert(_, r) => {
                 let _ = r.send(Err(err));
             }
             #[cfg(test)]
@@ -195,6 +199,7 @@ impl Writer {
                 Command::Conversation(op, r) => {
                     Done::Count(r, in_savepoint(&mut tx, |t| conversation::apply(t, &op, self.epoch)))
                 }
+                Command::BudgetAlert(alert, r) => Done::Count(r, in_savepoint(&mut tx, |t| insert_alert(t, &alert))),
                 Command::Flush(r) => Done::Unit(r, Ok(())),
                 Command::Shutdown(r) => {
                     *shutting_down = true;
@@ -244,6 +249,25 @@ fn in_savepoint<T>(
 /// SQLite integers are i64; token counts beyond that are clamped.
 pub(crate) fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// Records a budget alert; one already recorded for the budget, period and level is kept.
+fn insert_alert(conn: &Connection, a: &crate::model::BudgetAlert) -> rusqlite::Result<u64> {
+    let n = conn
+        .prepare_cached(
+            "INSERT INTO budget_alerts (budget, period_start_ms, level, reset_ms, spent_micros, limit_micros, at_ms) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (budget, period_start_ms, level) DO NOTHING",
+        )?
+        .execute(rusqlite::params![
+            a.budget,
+            a.period_start_ms,
+            a.level.as_str(),
+            a.reset_ms,
+            to_i64(a.spent_micros),
+            to_i64(a.limit_micros),
+            a.at_ms
+        ])?;
+    Ok(n as u64)
 }
 
 /// Inserts the in-flight row. A start for an id that already exists is ignored.
@@ -376,7 +400,7 @@ fn add_to_rollup(conn: &Connection, id: &str) -> rusqlite::Result<()> {
 }
 
 /// The `CASE` expression mapping `total_ms` to its bucket in [`LATENCY_BOUNDS_MS`].
-fn bucket_expr() -> String {
+pub(crate) fn bucket_expr() -> String {
     let mut sql = String::from("CASE");
     for (i, bound) in LATENCY_BOUNDS_MS.iter().enumerate() {
         sql.push_str(&format!(" WHEN total_ms <= {bound} THEN {i}"));

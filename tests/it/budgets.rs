@@ -2,7 +2,8 @@
 //! spend comes from the ledger (and survives a restart), the soft threshold is reported, a spent
 //! `refuse` budget answers 429 `budget_exceeded` in each client's dialect, a `downgrade` budget
 //! sends new conversations (only) to the cheaper model and records it, and a call already
-//! streaming is never cut. Expected bodies are written by hand from the vendors' error shapes
+//! streaming is never cut; each level (soft, limit) alerts once per period, also across a restart;
+//! a call in flight counts with its tokenizer estimate. Expected bodies are written by hand from the vendors' error shapes
 //! (OpenAI `{"error": {message, type, param, code}}`, Anthropic `{"type": "error", "error":
 //! {type, message}}`) with Keyhaven's `budget_exceeded` type.
 
@@ -360,4 +361,176 @@ async fn cursor_gets_a_visible_notice_when_a_budget_refuses() {
     assert!(err.message.contains("budget `cap` is used up"), "{err:?}");
     assert_eq!(s.mock.seen().len(), 1, "the refused run never reached the upstream");
     s.te.stop().await;
+}
+
+#[tokio::test]
+async fn each_level_alerts_once_per_period_and_a_restart_does_not_alert_again() {
+    let mock = MockUpstream::start().await;
+    // One call costs $0.013: 43 %, 86 %, 130 % of $0.03.
+    let config = config(
+        &mock,
+        r#"
+[[budgets]]
+name = "daily"
+period = "day"
+limit_usd = 0.03
+soft_percent = 40
+"#,
+    );
+    let dir = tempfile::tempdir().expect("dir");
+    let keyring = Arc::new(keyhaven::secrets::MemoryKeyring::default());
+    let engine = TestEngine::start_with_keyring(dir, &config, keyring.clone()).await;
+    assert_eq!(budgets(&engine).await["alerts"], json!([]));
+    let levels = |report: &Value| -> Vec<(String, String)> {
+        report["alerts"]
+            .as_array()
+            .expect("alerts")
+            .iter()
+            .map(|a| (a["budget"].as_str().unwrap_or("").to_owned(), a["level"].as_str().unwrap_or("").to_owned()))
+            .collect()
+    };
+    call_ok(&engine, &mock, Client::Openai, "big", "one").await;
+    engine.wait_calls(1).await;
+    let report = budgets(&engine).await;
+    assert_eq!(levels(&report), [("daily".to_owned(), "soft".to_owned())], "{report:#}");
+    let soft = &report["alerts"][0];
+    assert_eq!(soft["spentUsd"], 0.013);
+    assert_eq!(soft["limitUsd"], 0.03);
+    assert_eq!(soft["percent"], 43);
+    assert_eq!(soft["onLimit"], "refuse");
+    assert_eq!(soft["resetMs"], report["budgets"][0]["resetMs"]);
+    assert_eq!(soft["periodStartMs"], report["budgets"][0]["periodStartMs"]);
+
+    call_ok(&engine, &mock, Client::Openai, "big", "two").await;
+    engine.wait_calls(2).await;
+    assert_eq!(levels(&budgets(&engine).await).len(), 1, "86 %: no second soft alert");
+
+    call_ok(&engine, &mock, Client::Openai, "big", "three").await;
+    engine.wait_calls(3).await;
+    let report = budgets(&engine).await;
+    assert_eq!(
+        levels(&report),
+        [("daily".to_owned(), "soft".to_owned()), ("daily".to_owned(), "hard".to_owned())],
+        "{report:#}"
+    );
+    assert_eq!(report["alerts"][1]["percent"], 130);
+    // Refused calls cost nothing and raise nothing more.
+    let refused = engine.post(Client::Openai, &ask(Client::Openai, "big", "four")).await;
+    assert_eq!(refused.status(), 429);
+    let _ = refused.text().await;
+    assert_eq!(levels(&budgets(&engine).await).len(), 2);
+
+    // A new process on the same database, the same period: the ledger remembers both alerts.
+    let dir = engine.stop().await;
+    let engine = TestEngine::start_with_keyring(dir, &config, keyring).await;
+    let report = budgets(&engine).await;
+    assert_eq!(report["budgets"][0]["level"], "exceeded", "{report:#}");
+    assert_eq!(report["alerts"], json!([]), "not raised again after a restart");
+    engine.stop().await;
+}
+
+#[tokio::test]
+async fn a_call_in_flight_counts_with_its_input_tokens_not_its_bytes() {
+    let mock = MockUpstream::start().await;
+    let config = config(&mock, "[[budgets]]\nname = \"cap\"\nlimit_usd = 100\n");
+    let engine = TestEngine::start_in(tempfile::tempdir().expect("dir"), &config).await;
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    mock.push(Reply::sse(CHAT_USAGE).gate(1, gate.clone()));
+    // "hello" and then " hello" 999 times: 6,000 bytes (1,500 at bytes / 4) but one o200k token
+    // per word, so about 1,000 tokens plus a few of message framing; at the big model's $10 per
+    // million input tokens, about $0.010.
+    let text = format!("hello{}", " hello".repeat(999));
+    let mut body = ask(Client::Openai, "big", &text);
+    body["stream"] = json!(true);
+    let streaming = engine.post(Client::Openai, &body).await;
+    assert_eq!(streaming.status(), 200);
+    let in_flight = budgets(&engine).await["budgets"][0]["inFlightMicros"].as_u64().expect("in flight");
+    assert!((10_000..=10_100).contains(&in_flight), "{in_flight} µ$: 1,000 to 1,010 tokens at $10/M");
+    gate.add_permits(1);
+    streaming.text().await.expect("the stream ends");
+    engine.wait_calls(1).await;
+    let report = budgets(&engine).await;
+    assert_eq!(report["budgets"][0]["inFlightMicros"], 0);
+    assert_eq!(report["budgets"][0]["spentMicros"], CALL_MICROS);
+    engine.stop().await;
+}
+
+/// Records a finished call started at `started_ms` costing `cost` micro-USD, straight into the
+/// engine's store.
+async fn recorded(engine: &TestEngine, id: &str, started_ms: i64, cost: i64) {
+    use keyhaven::model::{CallFinish, CallStart, CallStatus, Usage};
+    let store = &engine.handle.store;
+    let start = CallStart {
+        id: id.into(),
+        started_ms,
+        dialect: "openai_chat".into(),
+        client: "curl".into(),
+        model: "big".into(),
+        model_id: None,
+        provider: Some("oa".into()),
+        upstream_model: None,
+        stream: false,
+        request_body: None,
+        conversation_id: None,
+        request_id: None,
+        session_id: None,
+        budget_downgrade: None,
+    };
+    store.record_start(start).await.expect("start");
+    let finish = CallFinish {
+        id: id.into(),
+        finished_ms: started_ms + 700,
+        status: CallStatus::Ok,
+        http_status: Some(200),
+        usage: Usage { input_tokens: 100, output_tokens: 10, ..Usage::default() },
+        usage_estimated: false,
+        cost_micros: Some(cost),
+        price_version: None,
+        cost_source: None,
+        ttft_ms: None,
+        total_ms: 700,
+        retries: 0,
+        error_kind: None,
+        error_message: None,
+        request_body: None,
+        response_body: None,
+        model_id: None,
+        provider: None,
+        upstream_model: None,
+        notes: Vec::new(),
+    };
+    store.record_finish(finish).await.expect("finish");
+}
+
+#[tokio::test]
+async fn the_overviews_today_is_the_day_in_the_budgets_zone() {
+    let mock = MockUpstream::start().await;
+    let engine = TestEngine::start_in(tempfile::tempdir().expect("dir"), &config(&mock, "")).await;
+    // Midnight today at +02:00 (the config's time_zone), computed here: 22:00 UTC the day before.
+    let offset = time::UtcOffset::from_hms(2, 0, 0).expect("offset");
+    let today = time::OffsetDateTime::now_utc().to_offset(offset).date();
+    let midnight = today.midnight().assume_offset(offset).unix_timestamp() * 1000;
+    recorded(&engine, "before-midnight", midnight - 60_000, 500).await;
+    recorded(&engine, "after-midnight", midnight + 60_000, 1_000).await;
+
+    let (status, body) =
+        engine.control(reqwest::Method::GET, "/api/usage?days=1&groupBy=model&localToday=true", None).await;
+    assert_eq!(status, 200, "{body}");
+    let report: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(report["timeZone"], "UTC+02:00");
+    assert_eq!(report["since"], today.to_string());
+    assert_eq!(report["until"], today.to_string());
+    assert_eq!(report["totals"]["calls"], 1, "{report:#}");
+    assert_eq!(report["totals"]["costMicros"], 1_000);
+    assert_eq!(report["totals"]["inputTokens"], 100);
+    assert_eq!(report["totals"]["latency"]["p50Ms"], 750, "700 ms is in the bucket up to 750 ms: {report:#}");
+    assert_eq!(report["rows"][0]["key"], "big");
+    assert_eq!(report["rows"][0]["stats"]["calls"], 1);
+
+    let (status, body) = engine.control(reqwest::Method::GET, "/api/usage?days=1&groupBy=model", None).await;
+    assert_eq!(status, 200, "{body}");
+    let utc: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(utc["timeZone"], "UTC");
+    assert_eq!(utc["since"], time::OffsetDateTime::now_utc().date().to_string());
+    engine.stop().await;
 }

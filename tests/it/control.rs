@@ -202,7 +202,7 @@ async fn providers_models_calls_usage_routing_retention_through_the_control_serv
         (dto::UsageGroupBy::Provider, "p2"),
         (dto::UsageGroupBy::Client, call.client.as_str()),
     ] {
-        let report = ctl.usage(dto::UsageQuery { days: 7, group_by: group }).await.expect("usage");
+        let report = ctl.usage(dto::UsageQuery { days: 7, group_by: group, local_today: None }).await.expect("usage");
         let row = report.rows.iter().find(|r| r.key == key).unwrap_or_else(|| panic!("{group:?} {key}: {report:?}"));
         assert_eq!(row.stats.calls, 1);
         assert_eq!(row.stats.cost_micros, 614);
@@ -212,9 +212,12 @@ async fn providers_models_calls_usage_routing_retention_through_the_control_serv
         assert_eq!(report.totals.calls, 1);
         seen.add(&report);
     }
-    let by_day = ctl.usage(dto::UsageQuery { days: 1, group_by: dto::UsageGroupBy::Day }).await.expect("usage");
+    let by_day = ctl
+        .usage(dto::UsageQuery { days: 1, group_by: dto::UsageGroupBy::Day, local_today: None })
+        .await
+        .expect("usage");
     assert_eq!(by_day.rows.len(), 1);
-    assert!(ctl.usage(dto::UsageQuery { days: 0, group_by: dto::UsageGroupBy::Day }).await.is_err());
+    assert!(ctl.usage(dto::UsageQuery { days: 0, group_by: dto::UsageGroupBy::Day, local_today: None }).await.is_err());
     // Over time: one point per day and provider, the same numbers as the totals.
     let series = ctl
         .usage_series(dto::UsageSeriesQuery { days: 7, split_by: dto::UsageGroupBy::Provider })
@@ -291,7 +294,10 @@ async fn providers_models_calls_usage_routing_retention_through_the_control_serv
     assert!(
         ctl.calls(dto::CallQuery { model: Some("m2".into()), ..Default::default() }).await.expect("c").calls.len() == 2
     );
-    let usage = ctl.usage(dto::UsageQuery { days: 7, group_by: dto::UsageGroupBy::Provider }).await.expect("usage");
+    let usage = ctl
+        .usage(dto::UsageQuery { days: 7, group_by: dto::UsageGroupBy::Provider, local_today: None })
+        .await
+        .expect("usage");
     assert_eq!(usage.rows.iter().find(|r| r.key == "p2").expect("p2").stats.calls, 3);
 
     // Retention: an old call is pruned at once; the setting is live and in the file.

@@ -211,9 +211,14 @@ upstream = "some-local-model"
         cheap["perMtok"],
         serde_json::json!({"input": "1.250000", "output": "2.500000", "cacheRead": "0.075000", "cacheWrite": "0.150000"})
     );
+    // A hand-written override without a version: `config-` and 8 hex digits of its amounts.
+    let v = cheap["version"].as_str().expect("version");
+    assert!(v.starts_with("config-") && v.len() == 15 && v[7..].chars().all(|c| c.is_ascii_hexdigit()), "{v}");
+    assert_eq!(table["version"], "2026-11-30");
     let none = model("unpriced");
     assert_eq!(none["source"], "none");
     assert!(none["perMtok"].is_null());
+    assert!(none["version"].is_null(), "no price, no version");
     let dir = engine.stop().await;
     std::fs::write(dir.path().join("config.toml"), &config).expect("config");
     let out = Command::new(env!("CARGO_BIN_EXE_keyhaven"))
@@ -230,4 +235,100 @@ upstream = "some-local-model"
     assert!(text.starts_with("Price table 2026-11-30 (USD per million tokens)"), "{text}");
     let cheap_line = text.lines().find(|l| l.starts_with("cheap ")).expect("cheap line");
     assert!(cheap_line.contains("config") && cheap_line.contains("1.250000"), "{cheap_line}");
+}
+
+/// The Chat reply's usage (20 input, 5 output tokens) at `input` / `output` micro-USD per million
+/// tokens, by hand.
+fn text_cost(input: i64, output: i64) -> i64 {
+    (20 * input + 5 * output) / 1_000_000
+}
+
+async fn chat_call(engine: &TestEngine, mock: &MockUpstream) {
+    mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)));
+    let r = engine.post(Client::Openai, &request(Client::Openai, "oa-model", false, Case::Text)).await;
+    assert_eq!(r.status(), 200);
+    r.text().await.expect("body");
+}
+
+#[tokio::test]
+async fn a_price_override_prices_new_calls_with_its_own_version_and_never_reprices_history() {
+    let mock = MockUpstream::start().await;
+    let config = crate::support::config_text(&mock.url(), "");
+    let keyring = std::sync::Arc::new(keyhaven::secrets::MemoryKeyring::default());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = TestEngine::start_full(dir, &config, keyring, true, keyhaven::app::EngineExtras::default()).await;
+    // Before: the table's gpt-4o-mini price (0.15 / 0.60 USD per million) and version.
+    chat_call(&engine, &mock).await;
+    let before = engine.wait_calls(1).await[0].summary.clone();
+    assert_eq!(before.cost_micros, Some(text_cost(150_000, 600_000)));
+    assert_eq!(before.price_version.as_deref(), Some("2026-11-30"));
+
+    let body = serde_json::json!({"input": "1.00", "output": "2.00"});
+    let (status, text) = engine.control(reqwest::Method::PUT, "/api/prices/oa-model", Some(body)).await;
+    assert_eq!(status, 200, "{text}");
+    let report: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let model = report["models"].as_array().expect("models").iter().find(|m| m["name"] == "oa-model").cloned();
+    let model = model.expect("oa-model");
+    assert_eq!(model["source"], "config");
+    // The cache prices stay the table's.
+    assert_eq!(
+        model["perMtok"],
+        serde_json::json!({"input": "1.000000", "output": "2.000000", "cacheRead": "0.075000", "cacheWrite": "0.150000"})
+    );
+    let version = model["version"].as_str().expect("version").to_owned();
+    assert!(version.starts_with("override-20") && version.ends_with('Z') && version.len() == 25, "{version}");
+    assert_eq!(report["version"], "2026-11-30", "the table's own version is unchanged");
+    let file = std::fs::read_to_string(engine.dir.path().join("config.toml")).expect("config file");
+    assert!(file.contains(&format!("version = \"{version}\"")), "{file}");
+
+    // After: the override's price and version; the earlier row is untouched.
+    chat_call(&engine, &mock).await;
+    let calls = engine.wait_calls(2).await;
+    let after = calls.iter().find(|c| c.summary.id != before.id).expect("the new call").summary.clone();
+    assert_eq!(after.cost_micros, Some(text_cost(1_000_000, 2_000_000)));
+    assert_eq!(after.price_version.as_deref(), Some(version.as_str()));
+    let old = calls.iter().find(|c| c.summary.id == before.id).expect("the old call").summary.clone();
+    assert_eq!((old.cost_micros, old.price_version), (before.cost_micros, before.price_version.clone()));
+
+    // Bad amounts and unknown models are refused; nothing is written.
+    let bad = serde_json::json!({"input": "-1", "output": "2"});
+    let (status, _) = engine.control(reqwest::Method::PUT, "/api/prices/oa-model", Some(bad)).await;
+    assert_eq!(status, 400);
+    let (status, _) = engine.control(reqwest::Method::DELETE, "/api/prices/nope", None).await;
+    assert_eq!(status, 404);
+
+    // Unset: the table's price and version again.
+    let (status, text) = engine.control(reqwest::Method::DELETE, "/api/prices/oa-model", None).await;
+    assert_eq!(status, 200, "{text}");
+    chat_call(&engine, &mock).await;
+    let calls = engine.wait_calls(3).await;
+    let third = calls.iter().find(|c| c.summary.id != before.id && c.summary.id != after.id).expect("third");
+    assert_eq!(third.summary.cost_micros, Some(text_cost(150_000, 600_000)));
+    assert_eq!(third.summary.price_version.as_deref(), Some("2026-11-30"));
+
+    // The command line with no engine running edits the file: `prices` then shows the override.
+    let dir = engine.stop().await;
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_keyhaven"))
+            .arg("--config")
+            .arg(dir.path().join("config.toml"))
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .output()
+            .expect("run keyhaven");
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    let said = run(&["prices", "set", "oa-model", "--input", "0.5", "--output", "0.75", "--cache-read", "0.05"]);
+    assert!(said.contains("not running"), "{said}");
+    let listing = run(&["prices"]);
+    let line = listing.lines().find(|l| l.starts_with("oa-model ")).expect("oa-model line");
+    assert!(line.contains("config") && line.contains("0.500000") && line.contains("0.050000"), "{line}");
+    assert!(line.contains("override-20"), "{line}");
+    run(&["prices", "unset", "oa-model"]);
+    let listing = run(&["prices"]);
+    let line = listing.lines().find(|l| l.starts_with("oa-model ")).expect("oa-model line");
+    assert!(line.contains("table") && line.contains("2026-11-30"), "{line}");
 }

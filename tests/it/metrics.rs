@@ -1,6 +1,7 @@
 //! `GET /metrics` after a scripted run against a real engine and a mock upstream: parsed with a
 //! real Prometheus text-format parser (`prometheus-parse`), every counter matches the ledger's
-//! rows; the endpoint is guarded like the control API.
+//! rows; the endpoint is guarded like the control API; each budget's spend, limit and reset time
+//! are served and equal the ledger's rows of the period.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +10,7 @@ use keyhaven::store::CallSummary;
 use prometheus_parse::{Scrape, Value};
 
 use crate::support::fixtures::{Case, request, upstream_sse};
-use crate::support::{Client, MockUpstream, Reply, TestEngine, Up};
+use crate::support::{Client, MockUpstream, Reply, TestEngine, Up, config_with};
 
 /// The route label of a dialect, as the metrics documentation names it (written by hand).
 fn route(dialect: &str) -> &'static str {
@@ -180,5 +181,129 @@ async fn metrics_need_the_control_token_and_refuse_foreign_pages() {
     assert_eq!(ok.status(), 200);
     let ct = ok.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
     assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
+    engine.stop().await;
+}
+
+/// 1000 input and 100 output tokens (OpenAI's `prompt_tokens` has no cached part here).
+const CHAT_USAGE: &str = concat!(
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"x\",",
+    "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"hello\"},\"finish_reason\":null}]}\n\n",
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"x\",",
+    "\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],",
+    "\"usage\":{\"prompt_tokens\":1000,\"completion_tokens\":100,\"total_tokens\":1100}}\n\n",
+    "data: [DONE]\n\n",
+);
+
+const BUDGETS: &str = r#"
+[[models]]
+name = "big"
+provider = "oa"
+upstream = "big-upstream"
+price = { input = "10.00", output = "30.00" }
+
+[[models]]
+name = "small"
+provider = "oa"
+upstream = "small-upstream"
+price = { input = "0.10", output = "0.30" }
+
+[[budgets]]
+name = "monthly"
+period = "month"
+limit_usd = 1
+
+[[budgets]]
+name = "oa-daily"
+provider = "oa"
+period = "day"
+limit_usd = 0.04
+soft_percent = 50
+
+[[budgets]]
+name = "small-weekly"
+model = "small"
+period = "week"
+limit_usd = 0.5
+"#;
+
+/// Samples of `metric` by budget name: (period, scope, value).
+fn budget_gauge(scrape: &Scrape, metric: &str) -> BTreeMap<String, (String, String, f64)> {
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == metric)
+        .map(|s| {
+            let label = |l: &str| s.labels.get(l).unwrap_or("").to_owned();
+            (label("budget"), (label("period"), label("scope"), value(&s.value)))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn budget_spend_limit_and_reset_are_served_and_match_the_ledger() {
+    let mock = MockUpstream::start().await;
+    let config = format!("time_zone = \"UTC\"\n{}", config_with(&mock.url(), "", BUDGETS));
+    let engine = TestEngine::start_in(tempfile::tempdir().expect("dir"), &config).await;
+    for model in ["big", "big", "small"] {
+        mock.push(Reply::sse(CHAT_USAGE));
+        let body = serde_json::json!({"model": model, "messages": [{"role": "user", "content": "hi"}]});
+        let r = engine.post(Client::Openai, &body).await;
+        assert_eq!(r.status(), 200);
+        r.text().await.expect("body");
+    }
+    let rows: Vec<CallSummary> = engine.wait_calls(3).await.into_iter().map(|d| d.summary).collect();
+    let scrape = scrape(&engine).await;
+
+    // By hand: big = 1000 × $10/M + 100 × $30/M = $0.013; small = 1000 × $0.10/M + 100 × $0.30/M
+    // = $0.00013.
+    let spend = budget_gauge(&scrape, "keyhaven_budget_spend_usd");
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    let want = [
+        ("monthly", "month", "all", 0.02613),
+        ("oa-daily", "day", "provider", 0.02613),
+        ("small-weekly", "week", "model", 0.00013),
+    ];
+    assert_eq!(spend.len(), 3, "{spend:?}");
+    for (name, period, scope, usd) in want {
+        let (p, s, v) = &spend[name];
+        assert_eq!((p.as_str(), s.as_str()), (period, scope), "{name}");
+        assert!(close(*v, usd), "{name}: {v} vs {usd}");
+    }
+    // And against the ledger: every row is in this period; `small-weekly` has the small model's rows.
+    let ledger_usd = |f: &dyn Fn(&CallSummary) -> bool| {
+        rows.iter().filter(|r| f(r)).map(|r| r.cost_micros.unwrap_or(0)).sum::<i64>() as f64 / 1e6
+    };
+    assert!(close(spend["monthly"].2, ledger_usd(&|_| true)));
+    assert!(close(spend["oa-daily"].2, ledger_usd(&|r| r.provider.as_deref() == Some("oa"))));
+    assert!(close(spend["small-weekly"].2, ledger_usd(&|r| r.model == "small")));
+
+    let limit = budget_gauge(&scrape, "keyhaven_budget_limit_usd");
+    assert!(close(limit["monthly"].2, 1.0) && close(limit["oa-daily"].2, 0.04) && close(limit["small-weekly"].2, 0.5));
+    let used = budget_gauge(&scrape, "keyhaven_budget_used_ratio");
+    assert!(close(used["oa-daily"].2, 0.02613 / 0.04), "{used:?}");
+    let soft = budget_gauge(&scrape, "keyhaven_budget_soft_ratio");
+    assert!(close(soft["oa-daily"].2, 0.5) && close(soft["monthly"].2, 0.8), "{soft:?}");
+    let in_flight = budget_gauge(&scrape, "keyhaven_budget_in_flight_usd");
+    assert!(in_flight.values().all(|(_, _, v)| *v == 0.0), "{in_flight:?}");
+
+    // Reset times in UTC, computed here: tomorrow, next Monday, the first of next month.
+    let now = time::OffsetDateTime::now_utc();
+    let today = now.date();
+    let secs = |d: time::Date| d.midnight().assume_utc().unix_timestamp() as f64;
+    let monday = today + time::Duration::days(7 - i64::from(today.weekday().number_days_from_monday()));
+    let first = if today.month() == time::Month::December {
+        time::Date::from_calendar_date(today.year() + 1, time::Month::January, 1)
+    } else {
+        time::Date::from_calendar_date(today.year(), today.month().next(), 1)
+    }
+    .expect("date");
+    let reset = budget_gauge(&scrape, "keyhaven_budget_reset_timestamp_seconds");
+    assert_eq!(reset["oa-daily"].2, secs(today.next_day().expect("tomorrow")));
+    assert_eq!(reset["small-weekly"].2, secs(monday));
+    assert_eq!(reset["monthly"].2, secs(first));
+    assert_eq!(
+        scrape.docs.get("keyhaven_budget_spend_usd").map(String::as_str),
+        Some("Spend of finished calls in the budget's current period, in USD")
+    );
     engine.stop().await;
 }

@@ -22,7 +22,7 @@ const budget = (over: Partial<Budget> = {}): Budget => ({
   ...over,
 });
 
-const report = (budgets: Budget[]): BudgetReport => ({ budgets, todayMicros: 3_120_000, todayUsd: 3.12, nearest: budgets[0]?.name ?? null, utcOffsetS: 3600, timeZone: "local" });
+const report = (budgets: Budget[]): BudgetReport => ({ budgets, todayMicros: 3_120_000, todayUsd: 3.12, nearest: budgets[0]?.name ?? null, utcOffsetS: 3600, timeZone: "local", alerts: [] });
 
 describe("budgets page", () => {
   it("validate the form before it is sent", () => {

@@ -52,7 +52,7 @@ const stats = (costMicros: number): UsageStats => ({
 describe("usageBars", () => {
   it("sorts, drops zeros and scales to the largest", () => {
     const report: UsageReport = {
-      since: "2026-11-30", until: "2026-11-30", groupBy: "model", totals: stats(300),
+      since: "2026-11-30", until: "2026-11-30", timeZone: "UTC", groupBy: "model", totals: stats(300),
       rows: [{ key: "a", stats: stats(100) }, { key: "", stats: stats(200) }, { key: "z", stats: stats(0) }],
       costSources: [],
     };

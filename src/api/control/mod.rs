@@ -30,6 +30,7 @@
 //! GET    /api/usage/export?format=csv|json&since=&until=   (a download: usage per day, model,
 //!        provider and client)
 //! GET    /api/prices                    (the price table's version, each model's effective price)
+//! PUT    /api/prices/{model}            DELETE /api/prices/{model}   (a model's price override)
 //! GET    /api/retention                 PUT /api/retention
 //! GET    /api/clients                   POST /api/clients/{client}/route | /api/clients/{client}/undo
 //! POST   /api/clients/{client}/route/preview | /api/clients/{client}/undo/preview   (dry runs)
@@ -205,6 +206,7 @@ fn routes() -> Router<ControlService> {
         .route("/api/calls", get(calls))
         .route("/api/calls/export", get(export_calls))
         .route("/api/prices", get(prices))
+        .route("/api/prices/{model}", put(set_price).delete(unset_price))
         .route("/api/usage/export", get(export_usage))
         .route("/api/calls/{id}", get(call).delete(delete_call))
         .route("/api/retention", get(retention).put(set_retention))
@@ -328,6 +330,14 @@ async fn export(s: ControlService, what: &str, q: Result<Query<dto::ExportQuery>
 
 async fn prices(State(s): Svc) -> Res<dto::PriceReport> {
     ok(s.prices().await)
+}
+
+async fn set_price(State(s): Svc, Path(model): Path<String>, body: Bytes) -> Res<dto::PriceReport> {
+    ok(s.set_price(&model, json(&body)?).await)
+}
+
+async fn unset_price(State(s): Svc, Path(model): Path<String>) -> Res<dto::PriceReport> {
+    ok(s.unset_price(&model).await)
 }
 
 async fn export_calls(State(s): Svc, q: Result<Query<dto::ExportQuery>, QueryRejection>) -> Response {

@@ -54,7 +54,28 @@ utcOffsetS: number,
 /**
  * The config's `time_zone` (`local` when unset).
  */
-timeZone: string, };
+timeZone: string, 
+/**
+ * Alerts this engine raised (a budget reached its soft threshold or its limit), newest last:
+ * each once per budget, period and level. The tray shows each as a desktop notification.
+ */
+alerts: Array<BudgetAlert>, };
+
+export type BudgetAlertLevel = "soft" | "hard";
+
+export type BudgetAlert = { budget: string, level: BudgetAlertLevel, 
+/**
+ * Finished calls plus estimates in flight when it was raised.
+ */
+spentUsd: number, limitUsd: number, 
+/**
+ * Whole percent of the limit when it was raised.
+ */
+percent: number, 
+/**
+ * What happens at the limit (`refuse` or `downgrade`), when the budget still exists.
+ */
+onLimit: BudgetAction | null, periodStartMs: number, resetMs: number, atMs: number, };
 
 export type BudgetInput = { name: string, scope: BudgetScope, target: string | null, period: BudgetPeriod, limitUsd: number, softPercent: number | null, onLimit: BudgetAction, downgradeTo: string | null, };
 
@@ -88,6 +109,8 @@ export type CursorGuardReport = {
  * `false` when the proxy does not run (no guard).
  */
 available: boolean, versions: Array<CursorVersion>, };
+
+export type PriceOverrideInput = { input: string, output: string, cacheRead: string | null, cacheWrite: string | null, };
 
 export type EngineStatus = { version: string, uptimeMs: number, 
 /**
@@ -259,7 +282,12 @@ export type UsageQuery = {
 /**
  * The last `days` UTC days, today included (1..=366).
  */
-days: number, groupBy: UsageGroupBy, };
+days: number, 
+/**
+ * With `days = 1`: today since midnight in the budgets' time zone (`time_zone`), read from
+ * the calls, instead of the UTC day (the Overview's "Today").
+ */
+localToday?: boolean, groupBy: UsageGroupBy, };
 
 export type Latency = { p50Ms: number | null, p95Ms: number | null, p99Ms: number | null, };
 
@@ -281,9 +309,14 @@ key: string, stats: UsageStats, };
 
 export type UsageReport = { 
 /**
- * First and last day of the window (`YYYY-MM-DD`, UTC).
+ * First and last day of the window (`YYYY-MM-DD`, UTC; with `localToday`, in that zone).
  */
-since: string, until: string, groupBy: UsageGroupBy, totals: UsageStats, rows: Array<UsageGroupRow>, 
+since: string, until: string, 
+/**
+ * The zone the days are in: `UTC`, or with `localToday` the budgets' zone (`UTC+02:00`,
+ * `local time, UTC+01:00`).
+ */
+timeZone: string, groupBy: UsageGroupBy, totals: UsageStats, rows: Array<UsageGroupRow>, 
 /**
  * Calls and cost by cost source (reported, computed, estimated; always all three), over
  * the calls retention kept.
@@ -296,7 +329,12 @@ export type PriceSource = "table" | "config" | "none";
 
 export type ModelPriceAmounts = { input: string, output: string, cacheRead: string, cacheWrite: string, };
 
-export type ModelPrice = { name: string, provider: string, upstream: string, source: PriceSource, perMtok: ModelPriceAmounts | null, note: string | null, };
+export type ModelPrice = { name: string, provider: string, upstream: string, source: PriceSource, perMtok: ModelPriceAmounts | null, 
+/**
+ * The version recorded on the rows priced now: the table's, or the override's
+ * (`override-<UTC time>` when set with `keyhaven prices set` or the Prices page).
+ */
+version: string | null, note: string | null, };
 
 export type PriceReport = { 
 /**

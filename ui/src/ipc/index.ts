@@ -25,6 +25,7 @@ import type {
   IpcReply,
   KeyInfo,
   LogLine,
+  PriceOverrideInput,
   PriceReport,
   Model,
   ModelInput,
@@ -261,6 +262,10 @@ export function createApi(t: Transport) {
 
     /** The price table's version and each configured model's effective price. */
     prices: () => t.request<PriceReport>("GET", "/api/prices"),
+    /** Overrides a model's prices (new calls only; each row keeps the version it was priced with). */
+    setPrice: (model: string, p: PriceOverrideInput) => t.request<PriceReport>("PUT", `/api/prices/${seg(model)}`, p),
+    /** Removes a model's price override (the table's price applies again). */
+    unsetPrice: (model: string) => t.request<PriceReport>("DELETE", `/api/prices/${seg(model)}`),
 
     retention: () => t.request<Retention>("GET", "/api/retention"),
     setRetention: (r: Retention) => t.request<RetentionApplied>("PUT", "/api/retention", r),

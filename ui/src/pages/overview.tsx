@@ -1,5 +1,5 @@
 import { useState } from "preact/hooks";
-import { api, type UsageGroupBy } from "../ipc";
+import { api, type UsageGroupBy, type UsageReport } from "../ipc";
 import {
   COST_SOURCE_LABEL,
   costSourceSplit,
@@ -75,57 +75,71 @@ function Controls({ split, setSplit, days, setDays }: { split: Split; setSplit: 
 }
 
 function Today({ split }: { split: Split }) {
-  const today = useLoad(() => api().usage({ days: 1, groupBy: split }), [split]);
+  // Today since midnight in the budgets' time zone (the config's `time_zone`), not the UTC day.
+  const today = useLoad(() => api().usage({ days: 1, groupBy: split, localToday: true }), [split]);
   return (
     <View res={today}>
-      {(u) => {
-        const t = u.totals;
-        if (t.calls === 0)
-          return (
-            <Empty title="No calls today yet.">
-              <p>
-                Point a client at the gateway (<a href="#/providers">add a provider and a model</a>, then route a client on the{" "}
-                <a href="#/clients">Clients</a> page); its calls, tokens and cost show up here.
-              </p>
-            </Empty>
-          );
-        const sources = costSourceSplit(u.costSources);
-        return (
-          <>
-            <div class="stats">
-              <Stat label="Today's spend" value={formatCost(t.costMicros)} sub={plural(t.calls, "call")} />
-              {sources && (
-                <div title={u.costSources.map((s) => `${s.source}: ${COST_SOURCE_LABEL[s.source]}, ${plural(s.calls, "call")}, ${formatCost(s.costMicros)}`).join("\n")}>
-                  <Stat label="Cost source" value={sources.value} sub={sources.sub} />
-                </div>
-              )}
-              <Stat label="Tokens" value={formatTokens(t.inputTokens + t.outputTokens)} sub={`${formatTokens(t.inputTokens)} in · ${formatTokens(t.outputTokens)} out`} />
-              <Stat label="Latency p50 / p95 / p99" value={formatMs(t.latency.p50Ms)} sub={`${formatMs(t.latency.p95Ms)} · ${formatMs(t.latency.p99Ms)}`} />
-              <Stat label="Errors" value={formatPercent(t.errorRate)} sub={plural(t.errors, "error")} />
-              <Stat label="Cache hit rate" value={formatPercent(t.cacheHitRate)} sub={`${formatTokens(t.cacheReadTokens)} cached tokens`} />
-            </div>
-            <div class="cols">
-              <section>
-                <h3>Cost by {split}</h3>
-                <Bars label={`Cost by ${split} today`} bars={usageBars(u, (s) => s.costMicros, formatCost)} />
-              </section>
-              <section>
-                <h3>Tokens by {split}</h3>
-                <Bars label={`Tokens by ${split} today`} bars={usageBars(u, (s) => s.inputTokens + s.outputTokens, formatTokens)} />
-              </section>
-              <section>
-                <h3>Latency p95 by {split}</h3>
-                <Bars label={`Latency p95 by ${split} today`} bars={usageBars(u, (s) => s.latency.p95Ms ?? 0, formatMs)} />
-              </section>
-              <section>
-                <h3>Errors by {split}</h3>
-                <Bars label={`Errors by ${split} today`} bars={usageBars(u, (s) => s.errors, String)} none="No errors today." />
-              </section>
-            </div>
-          </>
-        );
-      }}
+      {(u) => <TodayBody u={u} split={split} />}
     </View>
+  );
+}
+
+function TodayBody({ u, split }: { u: UsageReport; split: Split }) {
+  return (
+    <>
+      <p class="muted" data-today-zone>
+        Since midnight, {u.timeZone} (the budgets' time zone, <code>time_zone</code> in the config)
+      </p>
+      <TodayStats u={u} split={split} />
+    </>
+  );
+}
+
+function TodayStats({ u, split }: { u: UsageReport; split: Split }) {
+  const t = u.totals;
+  if (t.calls === 0)
+    return (
+      <Empty title="No calls today yet.">
+        <p>
+          Point a client at the gateway (<a href="#/providers">add a provider and a model</a>, then route a client on the{" "}
+          <a href="#/clients">Clients</a> page); its calls, tokens and cost show up here.
+        </p>
+      </Empty>
+    );
+  const sources = costSourceSplit(u.costSources);
+  return (
+    <>
+      <div class="stats">
+        <Stat label="Today's spend" value={formatCost(t.costMicros)} sub={plural(t.calls, "call")} />
+        {sources && (
+          <div title={u.costSources.map((s) => `${s.source}: ${COST_SOURCE_LABEL[s.source]}, ${plural(s.calls, "call")}, ${formatCost(s.costMicros)}`).join("\n")}>
+            <Stat label="Cost source" value={sources.value} sub={sources.sub} />
+          </div>
+        )}
+        <Stat label="Tokens" value={formatTokens(t.inputTokens + t.outputTokens)} sub={`${formatTokens(t.inputTokens)} in · ${formatTokens(t.outputTokens)} out`} />
+        <Stat label="Latency p50 / p95 / p99" value={formatMs(t.latency.p50Ms)} sub={`${formatMs(t.latency.p95Ms)} · ${formatMs(t.latency.p99Ms)}`} />
+        <Stat label="Errors" value={formatPercent(t.errorRate)} sub={plural(t.errors, "error")} />
+        <Stat label="Cache hit rate" value={formatPercent(t.cacheHitRate)} sub={`${formatTokens(t.cacheReadTokens)} cached tokens`} />
+      </div>
+      <div class="cols">
+        <section>
+          <h3>Cost by {split}</h3>
+          <Bars label={`Cost by ${split} today`} bars={usageBars(u, (s) => s.costMicros, formatCost)} />
+        </section>
+        <section>
+          <h3>Tokens by {split}</h3>
+          <Bars label={`Tokens by ${split} today`} bars={usageBars(u, (s) => s.inputTokens + s.outputTokens, formatTokens)} />
+        </section>
+        <section>
+          <h3>Latency p95 by {split}</h3>
+          <Bars label={`Latency p95 by ${split} today`} bars={usageBars(u, (s) => s.latency.p95Ms ?? 0, formatMs)} />
+        </section>
+        <section>
+          <h3>Errors by {split}</h3>
+          <Bars label={`Errors by ${split} today`} bars={usageBars(u, (s) => s.errors, String)} none="No errors today." />
+        </section>
+      </div>
+    </>
   );
 }
 
@@ -215,7 +229,7 @@ export function Overview(_: { args: string[] }) {
       <View res={budgets}>{(r) => <BudgetBanner report={r} />}</View>
       <View res={guard}>{(r) => <CursorGuardBanner report={r} />}</View>
       <Controls split={split} setSplit={setSplit} days={days} setDays={setDays} />
-      <h2>Today (UTC)</h2>
+      <h2>Today</h2>
       <Today split={split} />
       <h2>Over time</h2>
       <p>
