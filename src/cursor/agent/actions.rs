@@ -8,7 +8,8 @@
 //! | `inject_context_action` | a turn for the injected message (the previous run has ended); acknowledged with `context_injection_state` (see `super::delivery` for the mid-run case) |
 //! | `resume_action`, `summarize_action` | continue the conversation, compact it |
 //! | `cancel_action` | nothing to cancel: an empty turn |
-//! | anything else (`shell_command_action`, background and subagent actions, unknown cases) | a notice naming the action, then `turn_ended`: never a silent empty turn |
+//! | `background_task_completion_action` (a backgrounded shell or task finished; no fields are known) | a turn that tells the model so, as a `background_task` block pointing it at the editor's terminal files, where the shell's output is |
+//! | anything else (`shell_command_action`, other background and subagent actions, unknown cases) | a notice naming the action, then `turn_ended`: never a silent empty turn |
 
 use crate::cursor::agent::context::block;
 use crate::cursor::protocol::agent::{
@@ -41,7 +42,6 @@ pub fn unsupported_name(action: &Action) -> Option<&'static str> {
         Action::ShellCommandAction(_) => "shell_command_action",
         Action::AsyncAskQuestionCompletionAction(_) => "async_ask_question_completion_action",
         Action::CancelSubagentAction(_) => "cancel_subagent_action",
-        Action::BackgroundTaskCompletionAction(_) => "background_task_completion_action",
         Action::BackgroundShellAction(_) => "background_shell_action",
         Action::BackgroundSubagentAction(_) => "background_subagent_action",
         Action::SubscriptionNotificationAction(_) => "subscription_notification_action",
@@ -98,9 +98,27 @@ pub fn start(action: Option<Action>) -> Start {
         Some(Action::ResumeAction(r)) => Start::Resume(Box::new(r.request_context.unwrap_or_default())),
         Some(Action::SummarizeAction(_)) => Start::Summarize,
         Some(Action::CancelAction(_)) => Start::Nothing,
+        Some(Action::BackgroundTaskCompletionAction(_)) => Start::Message {
+            user: Box::new(agent::UserMessage { text: background_task_text(), ..Default::default() }),
+            ctx: Box::default(),
+            mode: None,
+            injection: None,
+        },
         Some(other) => Start::Unsupported(unsupported_name(&other).unwrap_or("an unknown action")),
         None => Start::Unsupported("an action this version of Keyhaven does not know"),
     }
+}
+
+/// What the model is told when Cursor reports that a backgrounded shell or task finished. The
+/// action carries no fields Keyhaven knows, so the text names where the output is, not what it is.
+pub fn background_task_text() -> String {
+    block(
+        "background_task",
+        &[("event", "finished".to_owned())],
+        "A shell command or task that was moved to the background has finished. Its output is in the \
+         editor's terminal files (the terminals folder named when it was backgrounded): read them if \
+         the result matters for what you are doing, then continue.",
+    )
 }
 
 /// The text of a system context injection: a `system_context` block naming its producer.

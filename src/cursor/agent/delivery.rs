@@ -140,6 +140,12 @@ pub fn classify(action: agent::ConversationAction, run_id: &str, seqno: u64) -> 
             Some(entry) => Delivery::Inject { injection_id: a.injection_id, expected_run_id: a.expected_run_id, entry },
             None => Delivery::Unsupported("inject_context_action (without content)"),
         },
+        // A backgrounded shell or task finished while the agent works: the model hears of it at
+        // its next step, like a message typed during the run.
+        Some(conversation_action::Action::BackgroundTaskCompletionAction(_)) => {
+            let note = agent::UserMessage { text: actions::background_task_text(), ..Default::default() };
+            Delivery::Command(RunCommand::InsertMessages(vec![user_entry(&note, &format!("{run_id}:in{seqno}"))]))
+        }
         Some(conversation_action::Action::StartPlanAction(_)) => Delivery::Unsupported("start_plan_action"),
         Some(conversation_action::Action::ExecutePlanAction(_)) => Delivery::Unsupported("execute_plan_action"),
         Some(other) => match actions::unsupported_name(&other) {

@@ -165,3 +165,21 @@ fn a_build_asks_to_carry_out_the_plan_in_its_execution_mode() {
     assert_eq!(execution_mode(&unknown), agent::AgentMode::Ask, "an unknown mode fails closed");
     assert!(plan_message(&unknown, &[]).text.contains("did not send the plan's text"));
 }
+
+#[test]
+fn a_finished_background_task_is_told_to_the_model_as_a_run_and_mid_run() {
+    let expected = "<attached source=\"background_task\" event=\"finished\">\nA shell command or task that was moved to the \
+                    background has finished. Its output is in the editor's terminal files (the terminals folder named \
+                    when it was backgrounded): read them if the result matters for what you are doing, then \
+                    continue.\n</attached>";
+    let done = || action(conversation_action::Action::BackgroundTaskCompletionAction(agent::UnreadAction {}));
+    let Delivery::Command(RunCommand::InsertMessages(batch)) = classify(done(), "r", 8) else { panic!("insert") };
+    assert_eq!(batch.len(), 1);
+    assert_eq!((batch[0].id.as_str(), batch[0].message.joined_text("").as_str()), ("r:in8", expected));
+    let crate::cursor::agent::actions::Start::Message { user, mode: None, injection: None, .. } =
+        crate::cursor::agent::actions::start(done().action)
+    else {
+        panic!("a turn")
+    };
+    assert_eq!(user.text, expected);
+}
