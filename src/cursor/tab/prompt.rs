@@ -6,7 +6,12 @@
 //! - Prefix: the cursor line up to the cursor, then whole lines above it while the prefix budget
 //!   lasts. Suffix: the rest of the cursor line, then whole lines below while the suffix budget
 //!   lasts. Budgets are in tokens, estimated as [`BYTES_PER_TOKEN`] bytes each.
-//! - A first line naming the file in the language's comment syntax (language from the extension).
+//! - A first line naming the file in the language's comment syntax (language from the extension),
+//!   then the user's most recent edits to this file (`file_diff_histories`: at most
+//!   [`MAX_EDITS`] entries, [`MAX_EDIT_LINES`] lines, each line cut at [`MAX_EDIT_LINE`] bytes), as
+//!   comment lines `<line><+|->|<text>`, oldest first: what the user was just doing is the best
+//!   hint of what comes next, and a FIM model sees nothing but the prompt and the suffix. They
+//!   count against the prefix budget and take at most a quarter of it.
 //! - Single-line mode (the `typing` trigger with text before the cursor): stop at `\n`, the
 //!   line budget. Otherwise multi-line: stop at a blank line, the block budget.
 //! - The answer replaces the whole cursor line (`range_to_replace` = that line, 1-based,
@@ -21,6 +26,13 @@ use crate::model::FimRequest;
 
 /// The token estimate: bytes per token (typical for code with BPE tokenizers).
 pub const BYTES_PER_TOKEN: usize = 4;
+
+/// The most recent edits of the current file put into the prompt.
+pub const MAX_EDITS: usize = 3;
+/// The most diff lines put into the prompt.
+pub const MAX_EDIT_LINES: usize = 12;
+/// The longest diff line (bytes, cut at a character boundary).
+pub const MAX_EDIT_LINE: usize = 160;
 
 /// Why a request cannot be prompted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -121,8 +133,14 @@ pub fn build(req: &aiserver::StreamCppRequest, settings: &CursorTabConfig, model
     let at = byte_at_utf16(current, usize::try_from(cursor.column.max(0)).unwrap_or(0));
     let (line_prefix, line_suffix) = current.split_at(at);
 
+    let path = &file.relative_workspace_path;
+    let mut header = String::new();
     let mut budget = settings.prefix_tokens as usize * BYTES_PER_TOKEN;
-    budget = budget.saturating_sub(line_prefix.len());
+    if let Some((_, comment)) = language(path) {
+        header.push_str(&format!("{comment} Path: {path}\n"));
+        header.push_str(&recent_edits(req, path, comment, budget / 4));
+    }
+    budget = budget.saturating_sub(line_prefix.len() + header.len());
     let mut first = idx;
     while first > 0 && lines[first - 1].len() < budget {
         budget -= lines[first - 1].len() + 1;
@@ -134,11 +152,7 @@ pub fn build(req: &aiserver::StreamCppRequest, settings: &CursorTabConfig, model
         budget -= lines[last + 1].len() + 1;
         last += 1;
     }
-    let path = &file.relative_workspace_path;
-    let mut prompt = String::new();
-    if let Some((_, comment)) = language(path) {
-        prompt.push_str(&format!("{comment} Path: {path}\n"));
-    }
+    let mut prompt = header;
     for l in &lines[first..idx] {
         prompt.push_str(l);
         prompt.push('\n');
@@ -171,6 +185,43 @@ pub fn build(req: &aiserver::StreamCppRequest, settings: &CursorTabConfig, model
         multi_line,
         next_lines,
     })
+}
+
+/// The comment block of the user's latest edits to `path` (empty when there are none or they do
+/// not fit in `max_bytes`).
+fn recent_edits(req: &aiserver::StreamCppRequest, path: &str, comment: &str, max_bytes: usize) -> String {
+    let Some(history) = req.file_diff_histories.iter().rev().find(|h| h.file_name == path) else {
+        return String::new();
+    };
+    let entries = &history.diff_history[history.diff_history.len().saturating_sub(MAX_EDITS)..];
+    let mut lines: Vec<String> = entries
+        .iter()
+        .flat_map(|e| e.lines())
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| format!("{comment} {}\n", cut(l.trim_end(), MAX_EDIT_LINE)))
+        .collect();
+    // The newest lines are kept when there are too many.
+    lines.drain(..lines.len().saturating_sub(MAX_EDIT_LINES));
+    let title = format!("{comment} Recent edits (oldest first):\n");
+    while !lines.is_empty() && title.len() + lines.iter().map(String::len).sum::<usize>() > max_bytes {
+        lines.remove(0);
+    }
+    if lines.is_empty() {
+        return String::new();
+    }
+    title + &lines.concat()
+}
+
+/// `s` cut to at most `max` bytes at a character boundary.
+fn cut(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 /// Maps a completion onto the cursor line; `None` when there is nothing to show.

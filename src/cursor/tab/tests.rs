@@ -88,3 +88,49 @@ fn offset_contents_file_sync_and_cursor_outside() {
     let outside = request("a.go", "x", 7, 0, "typing");
     assert_eq!(prompt::build(&outside, &CursorTabConfig::default(), "m"), Err(PromptError::CursorOutside));
 }
+
+#[test]
+fn recent_edits_of_the_file_precede_the_window_newest_kept() {
+    let mut req = request("src/lib.rs", "fn a() {}\nfn b() {\n    \n}\n", 2, 4, "line_change");
+    req.file_diff_histories = vec![
+        aiserver::CppFileDiffHistory {
+            file_name: "other.rs".into(),
+            diff_history: vec!["1+|secret_elsewhere()\n".into()],
+            ..Default::default()
+        },
+        aiserver::CppFileDiffHistory {
+            file_name: "src/lib.rs".into(),
+            diff_history: vec![
+                "9-|old_one()\n".into(),
+                "1-|fn a() { }\n1+|fn a() {}\n".into(),
+                "2+|fn b() {\n3+|}\n".into(),
+                format!("3+|    {}é\n", "x".repeat(160)),
+            ],
+            ..Default::default()
+        },
+    ];
+    let p = prompt::build(&req, &CursorTabConfig::default(), "m").expect("prompt");
+    // The last three entries, oldest first; the 169-byte line cut at 160 bytes (before the "é").
+    let long = format!("// 3+|    {}", "x".repeat(153));
+    assert_eq!(
+        p.request.prompt,
+        format!(
+            "// Path: src/lib.rs\n// Recent edits (oldest first):\n// 1-|fn a() {{ }}\n// 1+|fn a() {{}}\n\
+             // 2+|fn b() {{\n// 3+|}}\n{long}\nfn a() {{}}\nfn b() {{\n    "
+        )
+    );
+
+    // A small budget keeps only the newest lines that fit in a quarter of it.
+    let small = CursorTabConfig { prefix_tokens: 40, ..CursorTabConfig::default() };
+    req.file_diff_histories[1].diff_history = vec!["1-|aaaaaaaa\n1+|bbbbbbbb\n".into()];
+    let p = prompt::build(&req, &small, "m").expect("prompt");
+    // 160 bytes / 4 = 40: the title (32) and one 15-byte line would be 47; nothing fits.
+    assert_eq!(p.request.prompt, "// Path: src/lib.rs\nfn a() {}\nfn b() {\n    ");
+    let roomy = CursorTabConfig { prefix_tokens: 60, ..CursorTabConfig::default() };
+    let p = prompt::build(&req, &roomy, "m").expect("prompt");
+    // 240 / 4 = 60: the title and the newest line (47) fit, with the older one (62) they do not.
+    assert_eq!(
+        p.request.prompt,
+        "// Path: src/lib.rs\n// Recent edits (oldest first):\n// 1+|bbbbbbbb\nfn a() {}\nfn b() {\n    "
+    );
+}
