@@ -8,15 +8,19 @@ Start flip the engine (seen through its HTTP control API); the routing submenu s
 and checks the current one; the "Restore clients on stop" item mirrors the setting; `--hidden`
 starts no WebKit process; Open dashboard shows the window, closing it (WM_DELETE_WINDOW, as a
 window manager's close button) ends the window's WebKit processes while the app stays in the tray,
-and Open dashboard builds it again; a second instance hands over and exits; Quit restores a routed client, exits with code 0 and leaves no
-process behind.
+and Open dashboard builds it again; a second instance hands over and exits; a budget passing its
+warning threshold raises one desktop notification (the `Notify` call on
+`org.freedesktop.Notifications`, seen by `dbus-monitor`: no notification server is needed); Quit
+restores a routed client, exits with code 0 and leaves no process behind.
 """
 
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(__file__))
 from common import Checks, child_processes, close_window, control_token, http_json, reachable, wait_for, window_ids  # noqa: E402
@@ -113,13 +117,82 @@ def enabled(svc, label):
 
 CLAUDE_BEFORE = '{\n  // mine\n  "theme": "dark"\n}\n'
 
+# One Chat completion of 1000 input and 100 output tokens: at $10 / $30 per million, $0.013, which
+# is 65 % of the $0.02 budget below (past its 50 % warning, short of the limit).
+COMPLETION = {
+    "id": "c1", "object": "chat.completion", "created": 1, "model": "m",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100},
+}
+BUDGET_CONFIG = """
+[[providers]]
+name = "mock"
+kind = "openai"
+base_url = "http://127.0.0.1:{port}/v1"
+key = "env:KEYHAVEN_E2E_KEY"
+
+[[models]]
+name = "e2e-model"
+provider = "mock"
+upstream = "m"
+price = {{ input = "10.00", output = "30.00", cache_read = "1.00", cache_write = "10.00" }}
+
+[[budgets]]
+name = "e2e-daily"
+period = "day"
+limit_usd = 0.02
+soft_percent = 50
+"""
+NOTICE = "Keyhaven budget \u201ce2e-daily\u201d at 65 %"
+
+
+class Upstream(BaseHTTPRequestHandler):
+    """The provider: every POST gets COMPLETION."""
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        body = json.dumps(COMPLETION).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def notify_summaries(path):
+    """The summary (4th argument) of each Notify call in a dbus-monitor log."""
+    out = []
+    with open(path, errors="replace") as f:
+        lines = f.read().splitlines()
+    for i, line in enumerate(lines):
+        if "member=Notify" in line:
+            strings = [x.strip() for x in lines[i + 1:i + 6] if x.strip().startswith("string ")]
+            if len(strings) >= 3:
+                out.append(json.loads(strings[2].removeprefix("string ")))
+    return out
+
 
 def main():
     binary = os.path.abspath(sys.argv[1])
     data_dir = os.environ["KEYHAVEN_DATA_DIR"]
     home = os.environ["HOME"]
     c = Checks("tray")
-    log = open(os.path.join(os.environ.get("E2E_ARTIFACTS", "target/e2e-artifacts"), "tray-app.log"), "w")
+    artifacts = os.environ.get("E2E_ARTIFACTS", "target/e2e-artifacts")
+    log = open(os.path.join(artifacts, "tray-app.log"), "w")
+    # A provider on loopback and a budget the first call takes past its warning threshold.
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    with open(os.environ["KEYHAVEN_CONFIG"], "a") as f:
+        f.write(BUDGET_CONFIG.format(port=upstream.server_address[1]))
+    os.environ["KEYHAVEN_E2E_KEY"] = "sk-e2e"
+    monitor_log = os.path.join(artifacts, "tray-notifications.log")
+    monitor = subprocess.Popen(
+        ["dbus-monitor", "--session", "type='method_call',interface='org.freedesktop.Notifications'"],
+        stdout=open(monitor_log, "w"), stderr=subprocess.STDOUT,
+    )
     app = subprocess.Popen([binary, "--hidden"], stdout=log, stderr=subprocess.STDOUT)
     try:
         svc = wait_for(lambda: find_service(app.pid), timeout=30)
@@ -133,6 +206,8 @@ def main():
         c.check("the engine named in the tray answers", status == 200 and body["gatewayUrl"] == url, repr(body)[:200])
         c.check("Start is disabled and Stop enabled while running", not enabled(svc, "Start") and enabled(svc, "Stop"))
         c.check("--hidden starts no WebKit process", webkit_children(app.pid) == [], repr(webkit_children(app.pid)))
+        status, body = http_json("POST", f"{url}/v1/chat/completions", {"model": "e2e-model", "messages": [{"role": "user", "content": "hi"}]})
+        c.check("a priced call through the gateway (takes the budget to 65 %)", status == 200, repr(body)[:300])
         opened = False
         if visible_windows() is not None or os.environ.get("KEYHAVEN_REQUIRE_TOOLS") == "1":
             c.check("--hidden starts in the tray without a window", visible_windows() == 0, repr(visible_windows()))
@@ -191,6 +266,11 @@ def main():
         on = wait_for(lambda: http_json("GET", f"{url}/api/settings", token=token)[1]["restoreOnStop"] is True, timeout=15)
         c.check("Restore clients on stop → the setting is on and the item checked", on and wait_for(lambda: checked(svc, "Restore clients on stop"), timeout=10))
 
+        # The tray polls the budgets every 30 s; the alert is shown once, however many polls see it.
+        shown = wait_for(lambda: NOTICE in notify_summaries(monitor_log), timeout=45)
+        c.check("the budget's warning is one desktop notification", shown and notify_summaries(monitor_log).count(NOTICE) == 1,
+                repr(notify_summaries(monitor_log)))
+
         kids = children(app.pid)
         if opened:
             c.check("the app has its WebKit helper processes", len(kids) > 0, repr(kids))
@@ -211,6 +291,9 @@ def main():
         if app.poll() is None:
             app.kill()
             app.wait()
+        monitor.terminate()
+        monitor.wait()
+        upstream.shutdown()
         log.close()
     return c.summary()
 
