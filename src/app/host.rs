@@ -69,29 +69,12 @@ pub fn loopback(mut addr: std::net::SocketAddr) -> std::net::SocketAddr {
 
 /// Asks a running engine for a one-time dashboard link (`POST /api/session/nonce` with the
 /// control token, which only the user can read): how `keyhaven dashboard` opens the dashboard of
-/// an engine in another process. Blocking; plain HTTP/1.1 on loopback with a 5 s timeout.
+/// an engine in another process. Blocking; one [`control_request`].
 pub fn request_dashboard_link(listen: std::net::SocketAddr, token: &ControlToken) -> Result<String, HostError> {
-    use std::io::Read;
     let addr = loopback(listen);
-    let down = |e: std::io::Error| HostError::NotRunning { addr, reason: e.to_string() };
-    let timeout = std::time::Duration::from_secs(5);
-    let mut tcp = std::net::TcpStream::connect_timeout(&addr, timeout).map_err(down)?;
-    tcp.set_read_timeout(Some(timeout)).map_err(down)?;
-    tcp.set_write_timeout(Some(timeout)).map_err(down)?;
-    let request = format!(
-        "POST /api/session/nonce HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\n\
-         Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}",
-        token.expose()
-    );
-    tcp.write_all(request.as_bytes()).map_err(down)?;
-    let mut raw = Vec::new();
-    tcp.read_to_end(&mut raw).map_err(down)?;
-    let text = String::from_utf8_lossy(&raw);
+    let (status, json) = control_request(listen, token, "POST", "/api/session/nonce", Some(&serde_json::json!({})))?;
     let refused = |reason: String| HostError::LinkRefused { addr, reason };
-    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| refused("no HTTP answer".into()))?;
-    let status = head.split(' ').nth(1).unwrap_or("");
-    let json: serde_json::Value = serde_json::from_str(body.trim()).unwrap_or_default();
-    if status != "200" {
+    if status != 200 {
         let message = json["message"].as_str().unwrap_or("no message");
         return Err(refused(format!("HTTP {status}: {message}")));
     }
@@ -99,7 +82,7 @@ pub fn request_dashboard_link(listen: std::net::SocketAddr, token: &ControlToken
 }
 
 /// One control API request to a running engine with the control token (plain HTTP/1.1 on
-/// loopback, like [`request_dashboard_link`]): the status and the JSON body. `NotRunning` when
+/// loopback, 10 s timeout): the status and the JSON body. `NotRunning` when
 /// nothing answers.
 pub fn control_request(
     listen: std::net::SocketAddr,

@@ -143,7 +143,7 @@ fn cost_does_not_overflow() {
 #[test]
 fn builtin_table_parses_and_covers_listed_models() {
     let t = PriceTable::builtin().expect("builtin table");
-    assert_eq!(t.version(), "2026-11-30");
+    assert_eq!(t.version(), "2026-12-01");
     assert_eq!(t.currency(), "USD");
     let listed = [
         ("anthropic", "claude-opus-4-1-20250805"),
@@ -167,6 +167,8 @@ fn builtin_table_parses_and_covers_listed_models() {
         ("qwen", "qwen-max"),
         ("qwen", "qwen-plus"),
         ("qwen", "qwen3-max"),
+        ("mistral", "codestral-latest"),
+        ("mistral", "codestral-2508"),
     ];
     for (provider, model) in listed {
         let p = t.lookup(provider, model).unwrap_or_else(|| panic!("no price for {provider}/{model}"));

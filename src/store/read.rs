@@ -436,17 +436,7 @@ pub(crate) fn usage_between(
             .prepare_cached(&sql)?
             .query_map([since_ms, until_ms], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
             .collect::<rusqlite::Result<_>>()?;
-        let mut out: Vec<LatencyHistogram> = Vec::new();
-        for (key, bucket, calls) in found {
-            if out.last().is_none_or(|h| h.key != key) {
-                out.push(LatencyHistogram { key, counts: vec![0; LATENCY_BOUNDS_MS.len() + 1] });
-            }
-            let idx = usize::try_from(bucket).unwrap_or(usize::MAX).min(LATENCY_BOUNDS_MS.len());
-            if let Some(h) = out.last_mut() {
-                h.counts[idx] += to_u64(calls);
-            }
-        }
-        Ok(out)
+        Ok(fold_histograms(found))
     };
     Ok((rows, hists(col)?, hists("''")?))
 }
@@ -500,6 +490,11 @@ pub(crate) fn latency_histograms(
     let rows: Vec<(String, i64, i64)> = stmt
         .query_map([since_day, until_day], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?
         .collect::<rusqlite::Result<_>>()?;
+    Ok(fold_histograms(rows))
+}
+
+/// `(key, bucket, calls)` rows ordered by key, then bucket → one histogram per key.
+fn fold_histograms(rows: Vec<(String, i64, i64)>) -> Vec<LatencyHistogram> {
     let mut out: Vec<LatencyHistogram> = Vec::new();
     for (key, bucket, calls) in rows {
         if out.last().is_none_or(|h| h.key != key) {
@@ -510,7 +505,7 @@ pub(crate) fn latency_histograms(
             h.counts[idx] += to_u64(calls);
         }
     }
-    Ok(out)
+    out
 }
 
 /// One client session's calls, summed ([`Store::sessions`](crate::store::Store::sessions)).

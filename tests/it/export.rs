@@ -192,7 +192,7 @@ upstream = "some-local-model"
     assert_eq!(status, 200, "{text}");
     let report: serde_json::Value = serde_json::from_str(&text).expect("json");
     // The shipped table's version line in src/pricing/prices.toml.
-    assert_eq!(report["version"], "2026-11-30");
+    assert_eq!(report["version"], "2026-12-01");
     assert_eq!(report["currency"], "USD");
     let model = |name: &str| {
         report["models"].as_array().expect("models").iter().find(|m| m["name"] == name).cloned().expect("model")
@@ -214,7 +214,7 @@ upstream = "some-local-model"
     // A hand-written override without a version: `config-` and 8 hex digits of its amounts.
     let v = cheap["version"].as_str().expect("version");
     assert!(v.starts_with("config-") && v.len() == 15 && v[7..].chars().all(|c| c.is_ascii_hexdigit()), "{v}");
-    assert_eq!(table["version"], "2026-11-30");
+    assert_eq!(table["version"], "2026-12-01");
     let none = model("unpriced");
     assert_eq!(none["source"], "none");
     assert!(none["perMtok"].is_null());
@@ -232,7 +232,7 @@ upstream = "some-local-model"
         .expect("run keyhaven");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).expect("utf-8");
-    assert!(text.starts_with("Price table 2026-11-30 (USD per million tokens)"), "{text}");
+    assert!(text.starts_with("Price table 2026-12-01 (USD per million tokens)"), "{text}");
     let cheap_line = text.lines().find(|l| l.starts_with("cheap ")).expect("cheap line");
     assert!(cheap_line.contains("config") && cheap_line.contains("1.250000"), "{cheap_line}");
 }
@@ -261,7 +261,7 @@ async fn a_price_override_prices_new_calls_with_its_own_version_and_never_repric
     chat_call(&engine, &mock).await;
     let before = engine.wait_calls(1).await[0].summary.clone();
     assert_eq!(before.cost_micros, Some(text_cost(150_000, 600_000)));
-    assert_eq!(before.price_version.as_deref(), Some("2026-11-30"));
+    assert_eq!(before.price_version.as_deref(), Some("2026-12-01"));
 
     let body = serde_json::json!({"input": "1.00", "output": "2.00"});
     let (status, text) = engine.control(reqwest::Method::PUT, "/api/prices/oa-model", Some(body)).await;
@@ -277,7 +277,7 @@ async fn a_price_override_prices_new_calls_with_its_own_version_and_never_repric
     );
     let version = model["version"].as_str().expect("version").to_owned();
     assert!(version.starts_with("override-20") && version.ends_with('Z') && version.len() == 25, "{version}");
-    assert_eq!(report["version"], "2026-11-30", "the table's own version is unchanged");
+    assert_eq!(report["version"], "2026-12-01", "the table's own version is unchanged");
     let file = std::fs::read_to_string(engine.dir.path().join("config.toml")).expect("config file");
     assert!(file.contains(&format!("version = \"{version}\"")), "{file}");
 
@@ -304,7 +304,7 @@ async fn a_price_override_prices_new_calls_with_its_own_version_and_never_repric
     let calls = engine.wait_calls(3).await;
     let third = calls.iter().find(|c| c.summary.id != before.id && c.summary.id != after.id).expect("third");
     assert_eq!(third.summary.cost_micros, Some(text_cost(150_000, 600_000)));
-    assert_eq!(third.summary.price_version.as_deref(), Some("2026-11-30"));
+    assert_eq!(third.summary.price_version.as_deref(), Some("2026-12-01"));
 
     // The command line with no engine running edits the file: `prices` then shows the override.
     let dir = engine.stop().await;
@@ -330,5 +330,5 @@ async fn a_price_override_prices_new_calls_with_its_own_version_and_never_repric
     run(&["prices", "unset", "oa-model"]);
     let listing = run(&["prices"]);
     let line = listing.lines().find(|l| l.starts_with("oa-model ")).expect("oa-model line");
-    assert!(line.contains("table") && line.contains("2026-11-30"), "{line}");
+    assert!(line.contains("table") && line.contains("2026-12-01"), "{line}");
 }

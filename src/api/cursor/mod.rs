@@ -32,8 +32,8 @@
 //! touches nothing. A `Run` (h2 bidi) stream is one request and takes no appends at all.
 
 mod routes;
-mod tab;
 pub mod selftest;
+mod tab;
 mod unary;
 
 use std::sync::Arc;
