@@ -147,13 +147,26 @@ NOTICE = "Keyhaven budget \u201ce2e-daily\u201d at 65 %"
 
 
 class Upstream(BaseHTTPRequestHandler):
-    """The provider: every POST gets COMPLETION."""
+    """The provider: every POST gets COMPLETION, as one JSON body or, when the request asks to
+    stream, as Chat Completions SSE chunks with the usage in the last one."""
 
     def do_POST(self):  # noqa: N802 - http.server's name
-        self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        body = json.dumps(COMPLETION).encode()
+        request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+        if request.get("stream"):
+            head = {k: COMPLETION[k] for k in ("id", "created", "model")}
+            chunks = [
+                {**head, "object": "chat.completion.chunk",
+                 "choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}, "finish_reason": None}]},
+                {**head, "object": "chat.completion.chunk",
+                 "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": COMPLETION["usage"]},
+            ]
+            body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode() + b"data: [DONE]\n\n"
+            kind = "text/event-stream"
+        else:
+            body = json.dumps(COMPLETION).encode()
+            kind = "application/json"
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)

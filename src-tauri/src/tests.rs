@@ -229,9 +229,10 @@ fn budget_alerts_become_one_notification_each() {
         time_zone: "+01:00".into(),
         alerts: vec![soft.clone()],
     };
-    assert_eq!(crate::tray::unseen(&shown, &report), std::slice::from_ref(&soft));
-    assert!(crate::tray::unseen(&shown, &report).is_empty(), "the next poll shows nothing");
+    assert!(crate::tray::unseen(&shown, &report, soft.at_ms + 1).is_empty(), "raised before the app started");
+    assert_eq!(crate::tray::unseen(&shown, &report, soft.at_ms), std::slice::from_ref(&soft));
+    assert!(crate::tray::unseen(&shown, &report, 0).is_empty(), "the next poll shows nothing");
     report.alerts.push(hard.clone());
-    assert_eq!(crate::tray::unseen(&shown, &report), [hard]);
-    assert!(crate::tray::unseen(&shown, &report).is_empty());
+    assert_eq!(crate::tray::unseen(&shown, &report, 0), [hard]);
+    assert!(crate::tray::unseen(&shown, &report, 0).is_empty());
 }

@@ -67,6 +67,8 @@ struct Tray<R: Runtime> {
     restore_on_stop: AtomicBool,
     /// The alerts shown as notifications (budget, period start, level).
     shown: Mutex<HashSet<(String, i64, bool)>>,
+    /// When the app started (Unix ms): alerts raised before were the business of an earlier run.
+    started_ms: i64,
 }
 
 fn icon(state: EngineState) -> Option<Image<'static>> {
@@ -158,12 +160,18 @@ pub fn alert_notice(alert: &dto::BudgetAlert, offset_s: i32) -> (String, String)
     }
 }
 
-/// The alerts of `report` not shown yet (and marks them shown).
-pub(crate) fn unseen(shown: &Mutex<HashSet<(String, i64, bool)>>, report: &dto::BudgetReport) -> Vec<dto::BudgetAlert> {
+/// The alerts of `report` raised since `since_ms` (the app's start: alerts of earlier runs were
+/// shown by them) and not shown yet; marks them shown.
+pub(crate) fn unseen(
+    shown: &Mutex<HashSet<(String, i64, bool)>>,
+    report: &dto::BudgetReport,
+    since_ms: i64,
+) -> Vec<dto::BudgetAlert> {
     let mut shown = shown.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     report
         .alerts
         .iter()
+        .filter(|a| a.at_ms >= since_ms)
         .filter(|a| shown.insert((a.budget.clone(), a.period_start_ms, a.level == dto::BudgetAlertLevel::Hard)))
         .cloned()
         .collect()
@@ -171,7 +179,7 @@ pub(crate) fn unseen(shown: &Mutex<HashSet<(String, i64, bool)>>, report: &dto::
 
 /// Shows each new alert of `report` as a desktop notification.
 fn notify<R: Runtime>(app: &AppHandle<R>, tray: &Tray<R>, report: &dto::BudgetReport) {
-    for alert in unseen(&tray.shown, report) {
+    for alert in unseen(&tray.shown, report, tray.started_ms) {
         let (title, body) = alert_notice(&alert, report.utc_offset_s);
         if let Err(e) = app.notification().builder().title(&title).body(&body).show() {
             tracing::warn!(error = %e, budget = %alert.budget, "budget notification not shown");
@@ -231,6 +239,9 @@ pub fn install<R: Runtime>(app: &AppHandle<R>) -> tauri::Result<()> {
         restore,
         restore_on_stop: AtomicBool::new(false),
         shown: Mutex::new(HashSet::new()),
+        started_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
     });
 
     // Spend changes with every call: polled (a read of in-memory counters, no SQL).

@@ -331,7 +331,8 @@ impl Budgets {
     /// Replaces the budgets. `ledger(since_ms)` gives the spend of the calls started since then
     /// (one row per client, provider and model); `model_name` maps a row's model id to its
     /// configured name; `raised` are the alerts already raised (the ledger's), which are not
-    /// raised again in the same period. Calls in flight lose their reservations (they are counted
+    /// raised again in the same period but are listed by [`Budgets::alerts`] while their period
+    /// lasts. Calls in flight lose their reservations (they are counted
     /// at finish).
     pub fn configure(
         &self,
@@ -390,6 +391,18 @@ impl Budgets {
             }
             new.extend(item.alert_once(now_ms));
         }
+        // The current periods' alerts from the ledger are listed again (a restarted engine still
+        // reports them, with the time they were raised), but not raised again.
+        for a in raised {
+            let current = items.iter().any(|i| i.cfg.name() == a.budget && i.start == a.period_start_ms);
+            let listed = st
+                .alerts
+                .iter()
+                .any(|l| l.budget == a.budget && l.period_start_ms == a.period_start_ms && l.level == a.level);
+            if current && !listed {
+                st.push_alert(a.clone());
+            }
+        }
         st.generation += 1;
         st.offset_s = offset_s;
         st.items = items;
@@ -399,7 +412,8 @@ impl Budgets {
         self.hand_over(&new);
     }
 
-    /// The alerts raised by this process (at most 32, newest last).
+    /// The alerts of the current periods: raised by this process, or before it and read from the
+    /// ledger at [`Budgets::configure`] (at most 32, newest last).
     pub fn alerts(&self) -> Vec<BudgetAlert> {
         self.state.lock().map(|s| s.alerts.iter().cloned().collect()).unwrap_or_default()
     }

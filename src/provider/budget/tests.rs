@@ -153,10 +153,15 @@ fn alerts_reach_the_hook_once_and_those_already_raised_are_not_raised_again() {
     // An edit (re-seed) keeps the alert: not raised again.
     b.configure(std::slice::from_ref(&cfg), 0, t0 + 2, &mut |_| vec![seed(850_000)], &|_| None, &[]);
     assert_eq!(b.alerts().len(), 1);
-    // A new process at 85 % with the ledger's soft alert: nothing; without it: raised at start.
+    // A new process at 85 % with the ledger's soft alert: listed as it was raised, but not raised
+    // again (the hook sees nothing); without it: raised at start.
     let again = Budgets::default();
+    let raised_again = std::sync::Arc::new(Mutex::new(Vec::new()));
+    let sink = raised_again.clone();
+    again.set_alert_hook(Box::new(move |a| sink.lock().expect("lock").push(a.clone())));
     again.configure(std::slice::from_ref(&cfg), 0, t0 + 3, &mut |_| vec![seed(850_000)], &|_| None, &got);
-    assert!(again.alerts().is_empty());
+    assert_eq!(again.alerts(), got, "the ledger's alert, with its own time");
+    assert!(raised_again.lock().expect("lock").is_empty(), "not raised again");
     let fresh = Budgets::default();
     fresh.configure(std::slice::from_ref(&cfg), 0, t0 + 3, &mut |_| vec![seed(850_000)], &|_| None, &[]);
     assert_eq!(fresh.alerts().iter().map(|a| a.level).collect::<Vec<_>>(), [AlertLevel::Soft]);
@@ -165,5 +170,10 @@ fn alerts_reach_the_hook_once_and_those_already_raised_are_not_raised_again() {
     again.finish_at(r, &key, 200_000, t0 + 4);
     let r = again.reserve(&key, 0, t0);
     again.finish_at(r, &key, 200_000, t0 + 5);
-    assert_eq!(again.alerts().iter().map(|a| (a.level, a.at_ms)).collect::<Vec<_>>(), [(AlertLevel::Hard, t0 + 4)]);
+    assert_eq!(
+        again.alerts().iter().map(|a| (a.level, a.at_ms)).collect::<Vec<_>>(),
+        [(AlertLevel::Soft, t0 + 1), (AlertLevel::Hard, t0 + 4)]
+    );
+    let hooked = raised_again.lock().expect("lock").iter().map(|a| (a.level, a.at_ms)).collect::<Vec<_>>();
+    assert_eq!(hooked, [(AlertLevel::Hard, t0 + 4)]);
 }
