@@ -5,7 +5,9 @@
 //! write(2) to the WAL, which survives the process being killed; `FULL` adds the fsync that
 //! survives power loss), fed by a bounded queue with a lane of its own for call starts. The
 //! writer commits queued starts first, in small transactions of their own, then the rest in
-//! batches, and resolves each command's [`Ack`] after its commit (see `writer`). WAL checkpoints
+//! batches, and resolves each command's [`Ack`] after its commit (see `writer`); a call's start
+//! is first appended to the start journal and its ack is ready then, so the request path never
+//! waits for SQLite (see `journal`; not with `synchronous=FULL`). WAL checkpoints
 //! run on a thread and connection of their own (see `checkpoint`). Enqueuing never blocks: a
 //! full queue drops the record, resolves its ack to [`StoreError::QueueFull`] and counts it in
 //! [`Store::dropped`]. Reads use a separate read-only connection on tokio's blocking pool.
@@ -26,6 +28,7 @@
 mod checkpoint;
 mod conversation;
 mod cursor_versions;
+mod journal;
 mod queue;
 mod read;
 mod schema;
@@ -46,6 +49,7 @@ use tokio::sync::oneshot;
 
 use crate::model::{CallFinish, CallStart, RunRecord, StoredMessage, ToolRoundRecord};
 use crate::store::checkpoint::{CheckpointOptions, Checkpointer, Wal};
+use crate::store::journal::Journal;
 use crate::store::queue::{PushError, Queue};
 use crate::store::writer::{Command, Writer};
 
@@ -200,6 +204,9 @@ pub struct Store {
     writer: Option<JoinHandle<()>>,
     checkpointer: Option<Checkpointer>,
     reader: Arc<Mutex<Connection>>,
+    /// The start journal (file-backed stores with `synchronous=NORMAL`): a call's head waits for
+    /// its journal append, not for SQLite (see `journal`).
+    journal: Option<Arc<Journal>>,
     dropped: AtomicU64,
     /// Queue depth and commit times (the metrics endpoint reads them).
     stats: Arc<stats::WriterStats>,
@@ -230,13 +237,28 @@ fn configure(conn: &Connection, opts: &StoreOptions, file_backed: bool) -> rusql
     Ok(())
 }
 
+/// Puts starts read back from the journal into `calls`, each with the epoch of the process that
+/// wrote it (a start whose row exists, finished or not, is ignored).
+fn replay(conn: &mut Connection, replayed: &[journal::Replayed]) -> rusqlite::Result<()> {
+    if replayed.is_empty() {
+        return Ok(());
+    }
+    let tx = conn.transaction()?;
+    for r in replayed {
+        writer::insert_start(&tx, &r.start, r.epoch)?;
+    }
+    tx.commit()?;
+    tracing::info!(starts = replayed.len(), "call starts replayed from the journal");
+    Ok(())
+}
+
 /// The database file and SQLite's companions, owner-only (they hold request and response bodies
 /// and transcripts). A missing database file is created empty with mode 0600 first: SQLite keeps
 /// the mode of a file that exists and gives the `-wal`, `-shm` and `-journal` files it creates
 /// the database file's mode. Companions left looser by an earlier build are restricted.
 pub fn private_files(path: &Path) -> Result<(), String> {
     crate::perms::private_file(path).map_err(|e| format!("cannot create or restrict {}: {e}", path.display()))?;
-    for suffix in ["-wal", "-shm", "-journal"] {
+    for suffix in ["-wal", "-shm", "-journal", "-starts-a", "-starts-b"] {
         let mut name = path.as_os_str().to_owned();
         name.push(suffix);
         let companion = std::path::PathBuf::from(name);
@@ -264,6 +286,28 @@ impl Store {
             StoreError::Sqlite(message) => open_err(message),
             other => other,
         })?;
+        // What an earlier process journaled goes into `calls` first, whatever this one's mode;
+        // a journal another live process owns is left alone (see `Journal::open`).
+        let paths = journal::segment_paths(path);
+        let journal_err = |e: std::io::Error| open_err(format!("call start journal: {e}"));
+        let journal = match Journal::open(&paths).map_err(journal_err)? {
+            Some((journal, replayed)) => {
+                replay(&mut conn, &replayed).map_err(|e| open_err(format!("call start journal replay: {e}")))?;
+                journal.clear().map_err(journal_err)?;
+                if opts.synchronous_full {
+                    // The power-loss option: each start's commit is fsynced before the head instead.
+                    drop(journal);
+                    paths.iter().try_for_each(std::fs::remove_file).map_err(journal_err)?;
+                    None
+                } else {
+                    Some(Arc::new(journal))
+                }
+            }
+            None => {
+                tracing::info!("call start journal owned by another process; starts wait for their commit");
+                None
+            }
+        };
         let reader =
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
                 .and_then(|r| {
@@ -283,7 +327,16 @@ impl Store {
             },
         )
         .map_err(|e| open_err(format!("checkpoint connection: {e}")))?;
-        Store::start(Arc::new(Mutex::new(conn)), Arc::new(Mutex::new(reader)), wal, Some(checkpointer), opts, location)
+        let mut store = Store::start(
+            Arc::new(Mutex::new(conn)),
+            Arc::new(Mutex::new(reader)),
+            wal,
+            Some(checkpointer),
+            opts,
+            location,
+        )?;
+        store.journal = journal;
+        Ok(store)
     }
 
     /// A private in-memory database (for tests). Reads share the writer's connection, so they see
@@ -317,6 +370,7 @@ impl Store {
             writer: Some(handle),
             checkpointer,
             reader,
+            journal: None,
             dropped: AtomicU64::new(0),
             stats,
             epoch: opts.epoch,
@@ -352,9 +406,24 @@ impl Store {
         }
     }
 
-    /// Queues the in-flight row of a call. Never blocks.
+    /// Queues the in-flight row of a call. Never blocks on SQLite: with the start journal the ack
+    /// is ready once the start is appended to it (a write(2), durable when the process dies);
+    /// without it (in-memory stores, `synchronous=FULL`, or a failed append) once the row is
+    /// committed.
     pub fn record_start(&self, start: CallStart) -> Ack {
-        self.submit(|r| Command::Start(Box::new(start), r))
+        let held = match &self.journal {
+            Some(journal) => match journal.append(self.epoch, &start) {
+                Ok(held) => Some(held),
+                Err(e) => {
+                    tracing::warn!(error = %e, "call start journal append failed; waiting for SQLite instead");
+                    None
+                }
+            },
+            None => None,
+        };
+        let journaled = held.is_some();
+        let ack = self.submit(|r| Command::Start(Box::new(start), r, held));
+        if journaled { Ack::ready(Ok(())) } else { ack }
     }
 
     /// Queues the completion of a call (and its rollup). Never blocks.
@@ -456,6 +525,13 @@ impl Store {
             None => Ok(()),
         };
         let checkpointer = self.checkpointer.take().map_or(Ok(()), |mut c| c.stop());
+        // Everything journaled is committed now (or failed for good): nothing left to replay.
+        if writer.is_ok()
+            && let Some(journal) = &self.journal
+            && let Err(e) = journal.clear()
+        {
+            tracing::warn!(error = %e, "call start journal not emptied at close; the next start replays it");
+        }
         writer.and(checkpointer)
     }
 

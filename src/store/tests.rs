@@ -1018,3 +1018,98 @@ async fn budget_alerts_are_kept_once_per_budget_period_and_level() {
     assert_eq!(got, [alert("d", AlertLevel::Soft, 1000, 1001), alert("d", AlertLevel::Hard, 1000, 1002)]);
     store.close().expect("close");
 }
+
+#[tokio::test]
+async fn a_start_is_acked_from_the_journal_while_the_writer_is_stalled() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = db_path(&dir);
+    let store = Store::open(&path, opts(1)).expect("open");
+    let pause = store.pause_writer();
+    // SQLite is not reached while the writer is held; the head may go out anyway.
+    tokio::time::timeout(Duration::from_secs(5), store.record_start(start("j1", DAY0, "m")))
+        .await
+        .expect("acked without the writer")
+        .expect("journaled");
+    assert!(store.call_detail("j1").await.expect("detail").is_none(), "committed while the writer was held");
+    drop(pause);
+    store.flush().await.expect("flush");
+    let row = store.call_detail("j1").await.expect("detail").expect("row");
+    assert_eq!(row.summary.status, CallStatus::InFlight);
+    assert_eq!(row.request_body.as_deref(), Some("{\"req\":1}"), "the row keeps the body the journal leaves out");
+    store.close().expect("close");
+    // A clean close leaves nothing to replay.
+    for segment in crate::store::journal::segment_paths(&path) {
+        assert_eq!(std::fs::metadata(&segment).expect("segment").len(), 0, "{}", segment.display());
+    }
+}
+
+#[tokio::test]
+async fn starts_left_in_the_journal_by_a_killed_process_become_interrupted_rows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = db_path(&dir);
+    // The earlier process: one call finished, one journaled whose row never reached SQLite.
+    let old = Store::open(&path, opts(100)).expect("open");
+    old.record_start(start("done", DAY0, "m")).await.expect("start");
+    old.record_finish(finish("done", DAY0 + 34, CallStatus::Ok, 1)).await.expect("finish");
+    old.close().expect("close");
+    {
+        let (journal, replayed) = crate::store::journal::Journal::open(&crate::store::journal::segment_paths(&path))
+            .expect("journal")
+            .expect("no owner");
+        assert!(replayed.is_empty());
+        let journal = Arc::new(journal);
+        // Journaled, never committed (the active segment keeps it): what `kill -9` leaves.
+        drop(journal.append(100, &start("lost", DAY0 + 1, "m")).expect("append"));
+        // A start journaled again for a row that exists changes nothing.
+        drop(journal.append(100, &start("done", DAY0, "m")).expect("append"));
+    }
+
+    let store = Store::open(&path, opts(200)).expect("reopen");
+    let lost = store.call_detail("lost").await.expect("detail").expect("replayed row");
+    assert_eq!(lost.summary.status, CallStatus::InFlight);
+    assert_eq!(lost.summary.model, "m");
+    assert_eq!(store.interrupt_stale().await.expect("interrupt"), 1);
+    let lost = store.call_detail("lost").await.expect("detail").expect("row");
+    assert_eq!(lost.summary.status, CallStatus::Interrupted);
+    assert_eq!(store.call_detail("done").await.expect("detail").expect("row").summary.status, CallStatus::Ok);
+    for segment in crate::store::journal::segment_paths(&path) {
+        assert_eq!(std::fs::metadata(&segment).expect("segment").len(), 0, "replayed, then emptied");
+    }
+    let totals = store.usage_totals("2025-01-01").await.expect("totals");
+    assert_eq!((totals.calls, totals.errors), (2, 1));
+}
+
+#[tokio::test]
+async fn with_synchronous_full_a_start_waits_for_its_commit_and_no_journal_is_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = db_path(&dir);
+    let store = Store::open(&path, StoreOptions { synchronous_full: true, ..opts(1) }).expect("open");
+    for segment in crate::store::journal::segment_paths(&path) {
+        assert!(!segment.exists(), "{}", segment.display());
+    }
+    let pause = store.pause_writer();
+    let ack = store.record_start(start("f1", DAY0, "m"));
+    tokio::pin!(ack);
+    assert!(tokio::time::timeout(Duration::from_millis(200), &mut ack).await.is_err(), "acked before its commit");
+    drop(pause);
+    ack.await.expect("committed");
+    assert!(store.call_detail("f1").await.expect("detail").is_some());
+}
+
+#[tokio::test]
+async fn a_second_store_on_the_same_file_leaves_the_live_owners_journal_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = db_path(&dir);
+    let engine = Store::open(&path, opts(1)).expect("open");
+    let pause = engine.pause_writer();
+    engine.record_start(start("live", DAY0, "m")).await.expect("journaled");
+    // The command line reading the database while the engine runs.
+    let cli = Store::open(&path, StoreOptions::default()).expect("second open");
+    assert!(cli.call_detail("live").await.expect("detail").is_none(), "replayed a live engine's journal");
+    cli.close().expect("close");
+    let [a, _] = crate::store::journal::segment_paths(&path);
+    assert!(std::fs::metadata(&a).expect("segment").len() > 0, "the live engine's journal was emptied");
+    drop(pause);
+    engine.flush().await.expect("flush");
+    assert!(engine.call_detail("live").await.expect("detail").is_some());
+}

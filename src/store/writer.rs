@@ -20,6 +20,7 @@ use tokio::sync::oneshot;
 use crate::model::{CallFinish, CallStart, CallStatus};
 use crate::store::checkpoint::Wal;
 use crate::store::conversation::{self, ConversationOp};
+use crate::store::journal::Held;
 use crate::store::queue::{Queue, Wake};
 use crate::store::{LATENCY_BOUNDS_MS, StoreError};
 
@@ -29,7 +30,8 @@ const MAX_BATCH: usize = 256;
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 
 pub(crate) enum Command {
-    Start(Box<CallStart>, Reply<()>),
+    /// A call's in-flight row; with its journal entry held until the row is committed.
+    Start(Box<CallStart>, Reply<()>, Option<Held>),
     Finish(Box<CallFinish>, Reply<()>),
     DeleteCall(String, Reply<u64>),
     Prune {
@@ -71,7 +73,7 @@ impl Command {
     fn fail(self, err: StoreError) {
         // A dropped receiver just means the caller did not wait for the ack.
         match self {
-            Command::Start(_, r) | Command::Finish(_, r) | Command::Flush(r) | Command::Shutdown(r) => {
+            Command::Start(_, r, _) | Command::Finish(_, r) | Command::Flush(r) | Command::Shutdown(r) => {
                 let _ = r.send(Err(err));
             }
             Command::DeleteCall(_, r)
@@ -90,13 +92,15 @@ impl Command {
 /// A command applied inside the open transaction, waiting for the commit to be acked.
 enum Done {
     Unit(Reply<()>, Result<(), StoreError>),
+    /// A start: its journal entry is let go once the commit is known.
+    Start(Reply<()>, Result<(), StoreError>, Option<Held>),
     Count(Reply<u64>, Result<u64, StoreError>),
 }
 
 impl Done {
     fn error(&self) -> Option<StoreError> {
         match self {
-            Done::Unit(_, Err(e)) | Done::Count(_, Err(e)) => Some(e.clone()),
+            Done::Unit(_, Err(e)) | Done::Start(_, Err(e), _) | Done::Count(_, Err(e)) => Some(e.clone()),
             _ => None,
         }
     }
@@ -105,6 +109,10 @@ impl Done {
         match self {
             Done::Unit(r, res) => {
                 let _ = r.send(commit.map_err(Clone::clone).and(res));
+            }
+            Done::Start(r, res, held) => {
+                let _ = r.send(commit.map_err(Clone::clone).and(res));
+                drop(held);
             }
             Done::Count(r, res) => {
                 let _ = r.send(commit.map_err(Clone::clone).and(res));
@@ -187,8 +195,8 @@ impl Writer {
         let mut cmd = Some(first);
         while let Some(c) = cmd.take().or_else(&mut next) {
             let applied = match c {
-                Command::Start(start, r) => {
-                    Done::Unit(r, in_savepoint(&mut tx, |t| insert_start(t, &start, self.epoch)))
+                Command::Start(start, r, held) => {
+                    Done::Start(r, in_savepoint(&mut tx, |t| insert_start(t, &start, self.epoch)), held)
                 }
                 Command::Finish(finish, r) => Done::Unit(r, in_savepoint(&mut tx, |t| apply_finish(t, &finish))),
                 Command::DeleteCall(id, r) => Done::Count(r, in_savepoint(&mut tx, |t| delete_call(t, &id))),
@@ -271,7 +279,7 @@ fn insert_alert(conn: &Connection, a: &crate::model::BudgetAlert) -> rusqlite::R
 }
 
 /// Inserts the in-flight row. A start for an id that already exists is ignored.
-fn insert_start(conn: &Connection, s: &CallStart, epoch: i64) -> rusqlite::Result<()> {
+pub(crate) fn insert_start(conn: &Connection, s: &CallStart, epoch: i64) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(
         "INSERT INTO calls (id, started_ms, status, dialect, client, model, model_id, provider, upstream_model, \
          stream, request_body, process_epoch, conversation_id, request_id, session_id, budget_downgrade) \

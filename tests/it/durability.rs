@@ -202,3 +202,56 @@ async fn kill_9_under_load_while_the_wal_is_checkpointed_loses_no_call_whose_hea
     let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).expect("integrity check");
     assert_eq!(check, "ok");
 }
+
+/// kill -9 while SQLite cannot commit at all (another connection holds its write lock): heads
+/// still go out at once, because a call's start waits for the start journal's append, not for
+/// SQLite; and after the restart every call whose head was sent has its row, replayed from the
+/// journal and closed as interrupted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_while_sqlite_is_locked_loses_no_call_whose_head_was_sent() {
+    let mock = MockUpstream::start().await;
+    mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)));
+    let dir = tempfile::tempdir().expect("dir");
+    let config = dir.path().join("config.toml");
+    let text = config_text(&mock.url(), "").replace("keyring:test-key", "env:KH_TEST_KEY")
+        + "\n[proxy]\nlisten = \"127.0.0.1:0\"\n";
+    std::fs::write(&config, text).expect("config");
+    let data = dir.path().join("data");
+    let (mut child, addr) = spawn_engine(&config, &data);
+    let db = data.join("keyhaven.db");
+
+    // Hold SQLite's write lock: the engine's writer cannot commit anything from here on.
+    let blocker = rusqlite::Connection::open(&db).expect("open the database");
+    blocker.execute_batch("BEGIN IMMEDIATE").expect("take the write lock");
+    let http = reqwest::Client::new();
+    let url = format!("http://{addr}/v1/chat/completions");
+    let body = request(Client::Openai, "oa-model", false, Case::Text);
+    let began = std::time::Instant::now();
+    let mut heads = Vec::new();
+    for _ in 0..20 {
+        let resp = http.post(&url).json(&body).send().await.expect("response");
+        assert_eq!(resp.status(), 200);
+        let id = resp.headers().get("x-request-id").and_then(|v| v.to_str().ok()).expect("x-request-id");
+        heads.push(id.to_owned());
+        let _ = resp.bytes().await;
+    }
+    // SQLite's busy timeout is 5 s: a head that waited for a commit would take at least that.
+    assert!(began.elapsed() < Duration::from_secs(4), "20 calls took {:?} with SQLite locked", began.elapsed());
+    child.kill().expect("kill -9");
+    let _ = child.wait();
+    blocker.execute_batch("ROLLBACK").expect("release the write lock");
+    let in_sqlite: i64 = blocker.query_row("SELECT COUNT(*) FROM calls", [], |r| r.get(0)).expect("count");
+    assert_eq!(in_sqlite, 0, "a row was committed while the write lock was held");
+    drop(blocker);
+
+    let (mut child, _addr) = spawn_engine(&config, &data);
+    child.kill().expect("kill");
+    let _ = child.wait();
+    let conn = rusqlite::Connection::open(&db).expect("open the database");
+    let mut status = conn.prepare("SELECT status FROM calls WHERE id = ?1").expect("prepare");
+    for id in &heads {
+        let s: Option<String> = status.query_row([id], |r| r.get(0)).ok();
+        let s = s.unwrap_or_else(|| panic!("call {id} reached its client but has no row"));
+        assert_eq!(s, "interrupted", "{id}");
+    }
+}

@@ -1,0 +1,231 @@
+//! The start journal: the in-flight row's durable copy on the request path, so a call's head
+//! never waits for SQLite.
+//!
+//! A call's start is appended here with one write(2) before its head is sent; the writer then
+//! commits the row to SQLite in its own time. Like a `synchronous = NORMAL` commit, the append
+//! survives the process being killed (the page cache outlives it), not a power loss. When the
+//! store opens, every start still in the journal is put into `calls` (`INSERT … ON CONFLICT DO
+//! NOTHING`, with the epoch of the process that wrote it, so `interrupt_stale` then closes it) and
+//! the journal is emptied.
+//!
+//! Two segment files take turns. Appends go to the active one; once it passes [`ROTATE_BYTES`] and
+//! the other is empty, appends move to the other, and the retired segment is truncated as soon
+//! as every start appended to it has been committed by the writer (or has failed or been
+//! dropped: it could not be committed anyway). Truncation happens outside the append lock, so an
+//! append waits for at most another append.
+//!
+//! A record is `len: u32 LE`, `crc32: u32 LE` (of the payload), then the payload: the JSON of
+//! `(epoch, CallStart)` without the request body, which is left to the SQLite row (a call replayed
+//! from the journal has none). Reading stops at the first record that is short or fails its
+//! checksum: a torn last append is one whose head was never sent.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::model::CallStart;
+
+/// A segment past this size hands appends to the other one (when that one is empty).
+pub(crate) const ROTATE_BYTES: u64 = 1024 * 1024;
+
+/// A record longer than this is not a record (a corrupt length).
+const MAX_RECORD: usize = 1024 * 1024;
+
+/// The two segment files of the journal next to the database at `db`.
+pub(crate) fn segment_paths(db: &Path) -> [PathBuf; 2] {
+    ["-starts-a", "-starts-b"].map(|suffix| {
+        let mut name = db.as_os_str().to_owned();
+        name.push(suffix);
+        PathBuf::from(name)
+    })
+}
+
+/// A start read back from the journal, with the epoch of the process that wrote it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Replayed {
+    pub(crate) epoch: i64,
+    pub(crate) start: CallStart,
+}
+
+/// The journal's two segments and who still needs each.
+pub(crate) struct Journal {
+    state: Mutex<State>,
+    files: [File; 2],
+}
+
+struct State {
+    active: usize,
+    segments: [Segment; 2],
+}
+
+#[derive(Default, Clone, Copy)]
+struct Segment {
+    /// Bytes appended since the segment was last emptied.
+    len: u64,
+    /// Starts appended and not yet resolved (committed, failed or dropped).
+    pending: u64,
+    /// Being truncated outside the lock: not to be appended to.
+    truncating: bool,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal").finish_non_exhaustive()
+    }
+}
+
+/// Held by a journaled start's command until the writer has committed (or given up on) the row;
+/// dropping it lets the start's segment be emptied.
+pub(crate) struct Held {
+    journal: Arc<Journal>,
+    segment: usize,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.journal.resolve(self.segment);
+    }
+}
+
+impl Journal {
+    /// Opens both segments at `paths` (created 0600 on Unix, see [`crate::perms`]) and reads back
+    /// what they hold. The caller puts the starts into SQLite and then calls [`Journal::clear`].
+    ///
+    /// One process owns the journal: it holds an exclusive lock on the first segment (released
+    /// when the process dies). `Ok(None)` when another one does, e.g. the command line reading
+    /// the database while the engine runs: that store then keeps no journal, and leaves the
+    /// owner's alone.
+    pub(crate) fn open(paths: &[PathBuf; 2]) -> io::Result<Option<(Journal, Vec<Replayed>)>> {
+        let mut replayed = Vec::new();
+        let mut files = Vec::with_capacity(2);
+        for (i, path) in paths.iter().enumerate() {
+            crate::perms::private_file(path)?;
+            let mut file = std::fs::OpenOptions::new().read(true).append(true).open(path)?;
+            if i == 0 {
+                match file.try_lock() {
+                    Ok(()) => {}
+                    Err(std::fs::TryLockError::WouldBlock) => return Ok(None),
+                    Err(std::fs::TryLockError::Error(e)) => return Err(e),
+                }
+            }
+            let mut bytes = Vec::new();
+            file.read_to_end(&mut bytes)?;
+            replayed.extend(decode_all(&bytes));
+            files.push(file);
+        }
+        let [a, b]: [File; 2] = files.try_into().map_err(|_| io::Error::other("two journal segments"))?;
+        let state = State { active: 0, segments: [Segment::default(); 2] };
+        Ok(Some((Journal { state: Mutex::new(state), files: [a, b] }, replayed)))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Appends `start` (its request body left out) with the writing process's `epoch`. When this
+    /// returns `Ok`, the start survives the process being killed.
+    pub(crate) fn append(self: &Arc<Self>, epoch: i64, start: &CallStart) -> io::Result<Held> {
+        let record = encode(epoch, start)?;
+        let mut state = self.lock();
+        let active = state.active;
+        let other = 1 - active;
+        if state.segments[active].len >= ROTATE_BYTES
+            && state.segments[other].len == 0
+            && !state.segments[other].truncating
+        {
+            state.active = other;
+        }
+        let segment = state.active;
+        (&self.files[segment]).write_all(&record)?;
+        let seg = &mut state.segments[segment];
+        seg.len += record.len() as u64;
+        seg.pending += 1;
+        Ok(Held { journal: Arc::clone(self), segment })
+    }
+
+    /// A start of `segment` was committed, failed or dropped; a retired segment whose starts are
+    /// all resolved is emptied.
+    fn resolve(&self, segment: usize) {
+        let mut state = self.lock();
+        let seg = &mut state.segments[segment];
+        seg.pending = seg.pending.saturating_sub(1);
+        let retired = state.active != segment;
+        let seg = &mut state.segments[segment];
+        if !(retired && seg.pending == 0 && seg.len > 0 && !seg.truncating) {
+            return;
+        }
+        seg.truncating = true;
+        drop(state);
+        let emptied = self.files[segment].set_len(0);
+        let mut state = self.lock();
+        let seg = &mut state.segments[segment];
+        seg.truncating = false;
+        match emptied {
+            Ok(()) => seg.len = 0,
+            // Left full, it is never appended to again until the next open replays and empties it.
+            Err(e) => tracing::warn!(error = %e, "call start journal segment could not be emptied"),
+        }
+    }
+
+    /// Empties both segments (after a replay was committed, or when the writer stopped with
+    /// everything applied).
+    pub(crate) fn clear(&self) -> io::Result<()> {
+        let mut state = self.lock();
+        for (file, seg) in self.files.iter().zip(state.segments.iter_mut()) {
+            file.set_len(0)?;
+            *seg = Segment::default();
+        }
+        state.active = 0;
+        Ok(())
+    }
+
+    /// Bytes held by each segment (tests).
+    #[cfg(test)]
+    pub(crate) fn lens(&self) -> [u64; 2] {
+        let state = self.lock();
+        [state.segments[0].len, state.segments[1].len]
+    }
+}
+
+fn encode(epoch: i64, start: &CallStart) -> io::Result<Vec<u8>> {
+    // The body stays with the SQLite row; the journal holds what makes the row.
+    let bodiless = CallStart { request_body: None, ..start.clone() };
+    let payload = serde_json::to_vec(&(epoch, &bodiless)).map_err(io::Error::other)?;
+    if payload.len() > MAX_RECORD {
+        return Err(io::Error::other("call start too large for the journal"));
+    }
+    let len = u32::try_from(payload.len()).map_err(io::Error::other)?;
+    let mut record = Vec::with_capacity(8 + payload.len());
+    record.extend_from_slice(&len.to_le_bytes());
+    record.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+    record.extend_from_slice(&payload);
+    Ok(record)
+}
+
+/// Every whole, intact record of `bytes`, up to the first one that is not.
+pub(crate) fn decode_all(mut bytes: &[u8]) -> Vec<Replayed> {
+    let mut out = Vec::new();
+    while let Some((replayed, rest)) = decode_one(bytes) {
+        out.push(replayed);
+        bytes = rest;
+    }
+    out
+}
+
+fn decode_one(bytes: &[u8]) -> Option<(Replayed, &[u8])> {
+    let len = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
+    let crc = u32::from_le_bytes(bytes.get(4..8)?.try_into().ok()?);
+    if len > MAX_RECORD {
+        return None;
+    }
+    let payload = bytes.get(8..8 + len)?;
+    if crc32fast::hash(payload) != crc {
+        return None;
+    }
+    let (epoch, start): (i64, CallStart) = serde_json::from_slice(payload).ok()?;
+    Some((Replayed { epoch, start }, &bytes[8 + len..]))
+}
+
+#[cfg(test)]
+mod tests;

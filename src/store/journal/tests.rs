@@ -1,0 +1,173 @@
+//! The start journal on its own: records read back, torn and corrupt tails, segment turns.
+
+use std::sync::Arc;
+
+use crate::model::CallStart;
+use crate::store::journal::{Journal, ROTATE_BYTES, decode_all, segment_paths};
+
+fn start(id: &str) -> CallStart {
+    CallStart {
+        id: id.to_owned(),
+        started_ms: 1_735_689_600_000,
+        dialect: "anthropic".into(),
+        client: "claude-cli/2.0".into(),
+        model: "sonnet".into(),
+        model_id: Some("0123456789abcdef".into()),
+        provider: Some("anthropic".into()),
+        upstream_model: Some("claude-sonnet-4-5".into()),
+        stream: true,
+        request_body: Some("{\"messages\":[]}".into()),
+        conversation_id: Some("conv".into()),
+        request_id: None,
+        session_id: Some("sess".into()),
+        budget_downgrade: None,
+    }
+}
+
+fn open(dir: &tempfile::TempDir) -> (Arc<Journal>, Vec<super::Replayed>) {
+    let (journal, replayed) =
+        Journal::open(&segment_paths(&dir.path().join("k.db"))).expect("open").expect("not owned");
+    (Arc::new(journal), replayed)
+}
+
+fn segment_bytes(dir: &tempfile::TempDir) -> [Vec<u8>; 2] {
+    segment_paths(&dir.path().join("k.db")).map(|p| std::fs::read(p).expect("read segment"))
+}
+
+#[test]
+fn appended_starts_are_read_back_without_their_bodies_and_with_the_writers_epoch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (journal, replayed) = open(&dir);
+    assert!(replayed.is_empty());
+    let held = [journal.append(7, &start("a")).expect("append"), journal.append(7, &start("b")).expect("append")];
+    // Committed or not, the active segment keeps its records until it is retired or cleared: a
+    // process killed here leaves both.
+    drop(held);
+    drop(journal);
+
+    let (_, replayed) = open(&dir);
+    let ids: Vec<_> = replayed.iter().map(|r| (r.epoch, r.start.id.as_str())).collect();
+    assert_eq!(ids, [(7, "a"), (7, "b")]);
+    let expected = CallStart { request_body: None, ..start("a") };
+    assert_eq!(replayed[0].start, expected);
+}
+
+#[cfg(unix)]
+#[test]
+fn segments_are_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let _journal = open(&dir);
+    for path in segment_paths(&dir.path().join("k.db")) {
+        let mode = std::fs::metadata(&path).expect("segment").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", path.display());
+    }
+}
+
+#[test]
+fn a_torn_or_corrupt_tail_ends_the_replay_without_losing_what_came_before() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (journal, _) = open(&dir);
+    drop(journal.append(1, &start("kept")).expect("append"));
+    drop(journal.append(1, &start("torn")).expect("append"));
+    drop(journal);
+    let [bytes, _] = segment_bytes(&dir);
+    let first_len = 8 + u32::from_le_bytes(bytes[..4].try_into().expect("len")) as usize;
+
+    // Every cut of the second record, and every flipped byte in it, keeps only the first.
+    for cut in first_len..bytes.len() {
+        let ids: Vec<_> = decode_all(&bytes[..cut]).into_iter().map(|r| r.start.id).collect();
+        assert_eq!(ids, ["kept"], "cut at {cut}");
+    }
+    for at in first_len..bytes.len() {
+        let mut flipped = bytes.clone();
+        flipped[at] ^= 0x20;
+        let ids: Vec<_> = decode_all(&flipped).into_iter().map(|r| r.start.id).collect();
+        assert_eq!(ids, ["kept"], "byte {at} flipped");
+    }
+    // A length past the cap, zeros (a preallocated tail) and noise are not records.
+    let mut huge = bytes[..first_len].to_vec();
+    huge.extend_from_slice(&u32::MAX.to_le_bytes());
+    huge.extend_from_slice(&[0; 64]);
+    assert_eq!(decode_all(&huge).len(), 1);
+    assert!(decode_all(&[0; 4096]).is_empty());
+    let noise: Vec<u8> = (0..100_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    assert!(decode_all(&noise).is_empty());
+}
+
+#[test]
+fn a_retired_segment_is_emptied_once_its_last_start_is_committed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (journal, _) = open(&dir);
+    let mut first_segment = Vec::new();
+    while journal.lens()[0] < ROTATE_BYTES {
+        first_segment.push(journal.append(1, &start("filler")).expect("append"));
+    }
+    // The next append goes to the other segment; the first stays while one of its starts is held.
+    let second = journal.append(1, &start("next")).expect("append");
+    assert!(journal.lens()[1] > 0, "{:?}", journal.lens());
+    let last = first_segment.pop().expect("held");
+    drop(first_segment);
+    assert!(journal.lens()[0] >= ROTATE_BYTES, "emptied while a start was not committed");
+    assert!(segment_bytes(&dir)[0].len() as u64 >= ROTATE_BYTES);
+    drop(last);
+    assert_eq!(journal.lens()[0], 0);
+    assert!(segment_bytes(&dir)[0].is_empty());
+    // The active segment is never emptied under its appends, committed or not.
+    drop(second);
+    assert!(journal.lens()[1] > 0);
+    drop(journal);
+    let (_, replayed) = open(&dir);
+    assert_eq!(replayed.iter().map(|r| r.start.id.as_str()).collect::<Vec<_>>(), ["next"]);
+}
+
+#[test]
+fn appends_turn_back_to_the_first_segment_only_once_it_is_empty() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (journal, _) = open(&dir);
+    let held_first = journal.append(1, &start("pinned")).expect("append");
+    while journal.lens()[0] < ROTATE_BYTES {
+        drop(journal.append(1, &start("filler")).expect("append"));
+    }
+    while journal.lens()[1] < ROTATE_BYTES {
+        drop(journal.append(1, &start("filler")).expect("append"));
+    }
+    // The first segment still holds an uncommitted start: appends stay on the second.
+    drop(journal.append(1, &start("overflow")).expect("append"));
+    assert!(journal.lens()[1] > ROTATE_BYTES);
+    drop(held_first);
+    assert_eq!(journal.lens()[0], 0);
+    drop(journal.append(1, &start("back")).expect("append"));
+    assert!(journal.lens()[0] > 0, "{:?}", journal.lens());
+}
+
+#[test]
+fn clear_empties_both_segments() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (journal, _) = open(&dir);
+    drop(journal.append(1, &start("a")).expect("append"));
+    journal.clear().expect("clear");
+    assert_eq!(journal.lens(), [0, 0]);
+    assert!(segment_bytes(&dir).iter().all(Vec::is_empty));
+    // Appends after a clear are read back as usual.
+    drop(journal.append(2, &start("b")).expect("append"));
+    drop(journal);
+    let (_, replayed) = open(&dir);
+    assert_eq!(replayed.len(), 1);
+    assert_eq!(replayed[0].epoch, 2);
+}
+
+#[test]
+fn one_process_owns_the_journal_and_a_second_opener_leaves_it_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let paths = segment_paths(&dir.path().join("k.db"));
+    let (journal, _) = open(&dir);
+    drop(journal.append(1, &start("live")).expect("append"));
+    // Another open file description (another process: the command line while the engine runs).
+    assert!(Journal::open(&paths).expect("open").is_none());
+    assert_eq!(segment_bytes(&dir)[0].len() as u64, journal.lens()[0], "the owner's records are untouched");
+    drop(journal);
+    // The owner gone (its lock goes with its process), the next opener replays.
+    let (_, replayed) = open(&dir);
+    assert_eq!(replayed.len(), 1);
+}
