@@ -16,6 +16,7 @@ use tokio::time::Instant;
 
 use std::sync::Arc;
 
+use crate::api::inbound::StreamEncoder;
 use crate::api::{ApiError, ApiState, Conversations, Inbound};
 use crate::dialect::openai_chat::StreamOptions;
 use crate::dialect::openai_responses;
@@ -234,6 +235,16 @@ async fn whole_response(call: CallStream, dialect: Inbound, id: &str, model: &st
     with_headers(resp, id, started, Some(upstream))
 }
 
+/// A streamed answer on its way to the client (see [`stream_response`]).
+struct Relay {
+    call: CallStream,
+    encoder: StreamEncoder,
+    /// A Responses stream's conversation link and the answer kept to save it.
+    chain: Option<(Chain, Accumulator)>,
+    /// A comment line goes out when the upstream is quiet this long.
+    keepalive: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
 fn stream_response(call: CallStream, dialect: Inbound, id: &str, model: &str, chain: Option<Chain>) -> Response {
     let response_id = chain.as_ref().map_or(id, |c| c.response_id.as_str());
     let encoder = dialect.stream_encoder(response_id, model, crate::clock::now_ms());
@@ -245,33 +256,40 @@ fn stream_response(call: CallStream, dialect: Inbound, id: &str, model: &str, ch
     // The head goes out now: upstream time ends at its first event; the record commit after it
     // was the engine's.
     let upstream = t.first_event.duration_since(t.started).saturating_sub(t.prepare);
-    let body = futures::stream::unfold(Some((call, encoder, chain)), |state| async move {
-        let (mut call, mut encoder, mut chain) = state?;
+    // One allocation per stream: the state moves in and out of `unfold` on every chunk, so it
+    // is boxed (a pointer moves, not the call), and the keepalive timer is reset, not re-armed.
+    let relay = Box::new(Relay { call, encoder, chain, keepalive: Box::pin(tokio::time::sleep(KEEPALIVE_EVERY)) });
+    let body = futures::stream::unfold(Some(relay), |state| async move {
+        let mut relay = state?;
         let mut out = String::new();
         loop {
             tokio::select! {
-                ev = call.next() => match ev {
-                    Some(ev) => {
-                        if matches!(ev, StreamEvent::Error { .. }) {
-                            chain = None;
-                        } else if let Some((_, acc)) = chain.as_mut() {
-                            acc.push(&ev);
+                ev = relay.call.next() => {
+                    relay.keepalive.as_mut().reset(tokio::time::Instant::now() + KEEPALIVE_EVERY);
+                    match ev {
+                        Some(ev) => {
+                            if matches!(ev, StreamEvent::Error { .. }) {
+                                relay.chain = None;
+                            } else if let Some((_, acc)) = relay.chain.as_mut() {
+                                acc.push(&ev);
+                            }
+                            relay.encoder.encode(&ev, &mut out);
+                            if !out.is_empty() {
+                                return Some((Ok::<_, Infallible>(Bytes::from(out)), Some(relay)));
+                            }
                         }
-                        encoder.encode(&ev, &mut out);
-                        if !out.is_empty() {
-                            return Some((Ok::<_, Infallible>(Bytes::from(out)), Some((call, encoder, chain))));
+                        None => {
+                            relay.encoder.finish(&mut out);
+                            if let Some((chain, acc)) = relay.chain.take() {
+                                chain.save(&acc.finish(0));
+                            }
+                            return Some((Ok(Bytes::from(out)), None));
                         }
-                    }
-                    None => {
-                        encoder.finish(&mut out);
-                        if let Some((chain, acc)) = chain {
-                            chain.save(&acc.finish(0));
-                        }
-                        return Some((Ok(Bytes::from(out)), None));
                     }
                 },
-                () = tokio::time::sleep(KEEPALIVE_EVERY) => {
-                    return Some((Ok(Bytes::from_static(KEEPALIVE.as_bytes())), Some((call, encoder, chain))));
+                () = relay.keepalive.as_mut() => {
+                    relay.keepalive.as_mut().reset(tokio::time::Instant::now() + KEEPALIVE_EVERY);
+                    return Some((Ok(Bytes::from_static(KEEPALIVE.as_bytes())), Some(relay)));
                 }
             }
         }

@@ -1,7 +1,7 @@
 //! The engine's files on disk are the user's only (Unix): at every start the data directory is
 //! made 0700 (created so when missing) and the files that hold bodies, transcripts, tokens or keys
-//! 0600 — the database with its `-wal`/`-shm`/`-journal` files and its start journal
-//! (`-starts-a`/`-starts-b`), the control token, the CA key fallback file (its folder 0700) and
+//! 0600 — the database with its `-wal`/`-shm`/`-journal` files and its call journal
+//! (`-calls-a`/`-calls-b`), the control token, the CA key fallback file (its folder 0700) and
 //! the config file. Anything looser is restricted and logged with its path and old mode
 //! ([`crate::perms`]). The config folder is `app::host`'s business (it knows whether it is
 //! Keyhaven's own folder or one the user pointed at).

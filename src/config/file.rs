@@ -595,11 +595,12 @@ pub struct ServerConfig {
     /// Let `listen` be a non-loopback address (other machines reach the gateway). Needs
     /// `require_client_token = true` too; without both, such an address is refused.
     pub allow_remote: bool,
-    /// SQLite `synchronous` for the call ledger. `normal` (the default): every commit is written
-    /// to the OS before the client sees a byte, so a crash or `kill -9` of Keyhaven loses no call
-    /// whose response head was sent; a power loss or OS crash may lose the last moments of calls
-    /// (never the database). `full`: every commit is also fsynced before the client sees a byte
-    /// (power-loss durable, at the cost of one fsync per call on the request path).
+    /// How durable the call ledger is. `normal` (the default): each call's start and finish are
+    /// written to the OS (the call journal, then SQLite) before the client sees them, so a crash
+    /// or `kill -9` of Keyhaven loses no call whose response head was sent; a power loss or OS
+    /// crash may lose the last moments of calls (never the database). `full`: no journal, and the
+    /// in-flight row's SQLite commit is fsynced before the client sees a byte (power-loss
+    /// durable, at the cost of one fsync per call on the request path).
     pub synchronous: Synchronous,
     /// The ledger's write-ahead log is emptied when it grows past this many MiB (the writer waits
     /// for that one checkpoint; smaller checkpoints run beside it all the time).

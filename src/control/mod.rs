@@ -640,6 +640,11 @@ impl ControlService {
             Err(_) => Err(("timeout".to_owned(), "no answer within 120 s".to_owned())),
         };
         let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        // The answer links to the call: its row is committed first (starts are journaled, not
+        // committed, before a call goes out).
+        if let Err(e) = self.inner.store.flush().await {
+            tracing::warn!(error = %e, "store flush after a connection test failed");
+        }
         let (ok, error_kind, message) = match result {
             Ok(()) => (true, None, "the provider answered".to_owned()),
             Err((kind, message)) => (false, Some(kind), message),

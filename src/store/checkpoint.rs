@@ -158,6 +158,7 @@ impl Drop for Checkpointer {
 }
 
 fn run(conn: &Connection, wal_path: &Path, wal: &Wal, opts: CheckpointOptions, stopped: &Receiver<()>) {
+    crate::store::background_priority();
     let tick = opts.interval.min(opts.idle).max(Duration::from_millis(1));
     let mut seen = wal.commits.load(Ordering::Acquire);
     let mut last_commit = Instant::now();

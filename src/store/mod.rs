@@ -6,7 +6,7 @@
 //! survives power loss), fed by a bounded queue with a lane of its own for call starts. The
 //! writer commits queued starts first, in small transactions of their own, then the rest in
 //! batches, and resolves each command's [`Ack`] after its commit (see `writer`); a call's start
-//! is first appended to the start journal and its ack is ready then, so the request path never
+//! is first appended to the call journal and its ack is ready then, so the request path never
 //! waits for SQLite (see `journal`; not with `synchronous=FULL`). WAL checkpoints
 //! run on a thread and connection of their own (see `checkpoint`). Enqueuing never blocks: a
 //! full queue drops the record, resolves its ack to [`StoreError::QueueFull`] and counts it in
@@ -49,7 +49,7 @@ use tokio::sync::oneshot;
 
 use crate::model::{CallFinish, CallStart, RunRecord, StoredMessage, ToolRoundRecord};
 use crate::store::checkpoint::{CheckpointOptions, Checkpointer, Wal};
-use crate::store::journal::Journal;
+use crate::store::journal::{Entry, Journal};
 use crate::store::queue::{PushError, Queue};
 use crate::store::writer::{Command, Writer};
 
@@ -61,6 +61,20 @@ pub use read::{
     UsageSplitRow, UsageTotals,
 };
 pub use stats::{COMMIT_BOUNDS_SECONDS, LedgerSnapshot};
+
+/// The nice value of the writer and checkpointer threads: with the call journal nothing on the
+/// request path waits for them, so on a busy core they yield to the threads that serve clients
+/// (they still get about a tenth of it when both want it, and all of it otherwise).
+const BACKGROUND_NICE: i32 = 10;
+
+/// Lowers the calling thread's CPU priority to [`BACKGROUND_NICE`] (Linux: nice is per thread).
+/// Failing to is logged, not fatal.
+pub(crate) fn background_priority() {
+    #[cfg(target_os = "linux")]
+    if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), BACKGROUND_NICE) {
+        tracing::debug!(error = %e, "store thread priority not lowered");
+    }
+}
 
 /// How long SQLite waits on a lock held by another connection.
 const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
@@ -204,7 +218,7 @@ pub struct Store {
     writer: Option<JoinHandle<()>>,
     checkpointer: Option<Checkpointer>,
     reader: Arc<Mutex<Connection>>,
-    /// The start journal (file-backed stores with `synchronous=NORMAL`): a call's head waits for
+    /// The call journal (file-backed stores with `synchronous=NORMAL`): a call's head waits for
     /// its journal append, not for SQLite (see `journal`).
     journal: Option<Arc<Journal>>,
     dropped: AtomicU64,
@@ -237,18 +251,27 @@ fn configure(conn: &Connection, opts: &StoreOptions, file_backed: bool) -> rusql
     Ok(())
 }
 
-/// Puts starts read back from the journal into `calls`, each with the epoch of the process that
-/// wrote it (a start whose row exists, finished or not, is ignored).
-fn replay(conn: &mut Connection, replayed: &[journal::Replayed]) -> rusqlite::Result<()> {
+/// Puts call records read back from the journal into `calls`: every start first, with the epoch
+/// of the process that wrote it (a start whose row exists is ignored), then every finish in the
+/// order written (a finish for a row no longer in flight is ignored), so a finish never lands
+/// before its own start, whichever segment each is in.
+fn replay(conn: &mut Connection, replayed: &[Entry]) -> rusqlite::Result<()> {
     if replayed.is_empty() {
         return Ok(());
     }
     let tx = conn.transaction()?;
-    for r in replayed {
-        writer::insert_start(&tx, &r.start, r.epoch)?;
+    for entry in replayed {
+        if let Entry::Start { epoch, start } = entry {
+            writer::insert_start(&tx, start, *epoch)?;
+        }
+    }
+    for entry in replayed {
+        if let Entry::Finish { finish } = entry {
+            writer::apply_finish(&tx, finish)?;
+        }
     }
     tx.commit()?;
-    tracing::info!(starts = replayed.len(), "call starts replayed from the journal");
+    tracing::info!(records = replayed.len(), "call records replayed from the journal");
     Ok(())
 }
 
@@ -258,7 +281,7 @@ fn replay(conn: &mut Connection, replayed: &[journal::Replayed]) -> rusqlite::Re
 /// the database file's mode. Companions left looser by an earlier build are restricted.
 pub fn private_files(path: &Path) -> Result<(), String> {
     crate::perms::private_file(path).map_err(|e| format!("cannot create or restrict {}: {e}", path.display()))?;
-    for suffix in ["-wal", "-shm", "-journal", "-starts-a", "-starts-b"] {
+    for suffix in ["-wal", "-shm", "-journal", "-calls-a", "-calls-b"] {
         let mut name = path.as_os_str().to_owned();
         name.push(suffix);
         let companion = std::path::PathBuf::from(name);
@@ -289,10 +312,10 @@ impl Store {
         // What an earlier process journaled goes into `calls` first, whatever this one's mode;
         // a journal another live process owns is left alone (see `Journal::open`).
         let paths = journal::segment_paths(path);
-        let journal_err = |e: std::io::Error| open_err(format!("call start journal: {e}"));
+        let journal_err = |e: std::io::Error| open_err(format!("call journal: {e}"));
         let journal = match Journal::open(&paths).map_err(journal_err)? {
             Some((journal, replayed)) => {
-                replay(&mut conn, &replayed).map_err(|e| open_err(format!("call start journal replay: {e}")))?;
+                replay(&mut conn, &replayed).map_err(|e| open_err(format!("call journal replay: {e}")))?;
                 journal.clear().map_err(journal_err)?;
                 if opts.synchronous_full {
                     // The power-loss option: each start's commit is fsynced before the head instead.
@@ -304,7 +327,7 @@ impl Store {
                 }
             }
             None => {
-                tracing::info!("call start journal owned by another process; starts wait for their commit");
+                tracing::info!("call journal owned by another process; starts wait for their commit");
                 None
             }
         };
@@ -327,16 +350,14 @@ impl Store {
             },
         )
         .map_err(|e| open_err(format!("checkpoint connection: {e}")))?;
-        let mut store = Store::start(
+        Store::start(
             Arc::new(Mutex::new(conn)),
             Arc::new(Mutex::new(reader)),
             wal,
-            Some(checkpointer),
+            (Some(checkpointer), journal),
             opts,
             location,
-        )?;
-        store.journal = journal;
-        Ok(store)
+        )
     }
 
     /// A private in-memory database (for tests). Reads share the writer's connection, so they see
@@ -347,14 +368,14 @@ impl Store {
         configure(&conn, &opts, false)?;
         schema::migrate(&mut conn, &location)?;
         let conn = Arc::new(Mutex::new(conn));
-        Store::start(Arc::clone(&conn), conn, Arc::new(Wal::default()), None, opts, location)
+        Store::start(Arc::clone(&conn), conn, Arc::new(Wal::default()), (None, None), opts, location)
     }
 
     fn start(
         conn: Arc<Mutex<Connection>>,
         reader: Arc<Mutex<Connection>>,
         wal: Arc<Wal>,
-        checkpointer: Option<Checkpointer>,
+        (checkpointer, journal): (Option<Checkpointer>, Option<Arc<Journal>>),
         opts: StoreOptions,
         location: String,
     ) -> Result<Store, StoreError> {
@@ -370,7 +391,7 @@ impl Store {
             writer: Some(handle),
             checkpointer,
             reader,
-            journal: None,
+            journal,
             dropped: AtomicU64::new(0),
             stats,
             epoch: opts.epoch,
@@ -406,29 +427,34 @@ impl Store {
         }
     }
 
-    /// Queues the in-flight row of a call. Never blocks on SQLite: with the start journal the ack
+    /// Queues the in-flight row of a call. Never blocks on SQLite: with the call journal the ack
     /// is ready once the start is appended to it (a write(2), durable when the process dies);
     /// without it (in-memory stores, `synchronous=FULL`, or a failed append) once the row is
     /// committed.
     pub fn record_start(&self, start: CallStart) -> Ack {
-        let held = match &self.journal {
-            Some(journal) => match journal.append(self.epoch, &start) {
-                Ok(held) => Some(held),
-                Err(e) => {
-                    tracing::warn!(error = %e, "call start journal append failed; waiting for SQLite instead");
-                    None
-                }
-            },
-            None => None,
-        };
+        let held = self.journal_append(|| Entry::start(self.epoch, &start));
         let journaled = held.is_some();
         let ack = self.submit(|r| Command::Start(Box::new(start), r, held));
         if journaled { Ack::ready(Ok(())) } else { ack }
     }
 
+    /// Appends to the call journal, when there is one; `None` without one or when the append
+    /// failed (the record then relies on its SQLite commit alone).
+    fn journal_append(&self, entry: impl FnOnce() -> Entry) -> Option<journal::Held> {
+        let journal = self.journal.as_ref()?;
+        match journal.append(&entry()) {
+            Ok(held) => Some(held),
+            Err(e) => {
+                tracing::warn!(error = %e, "call journal append failed; the record waits for SQLite instead");
+                None
+            }
+        }
+    }
+
     /// Queues the completion of a call (and its rollup). Never blocks.
     pub fn record_finish(&self, finish: CallFinish) -> Ack {
-        self.submit(|r| Command::Finish(Box::new(finish), r))
+        let held = self.journal_append(|| Entry::finish(&finish));
+        self.submit(|r| Command::Finish(Box::new(finish), r, held))
     }
 
     /// Deletes one call row (its rollup contribution stays). Resolves to the rows deleted.
@@ -530,7 +556,7 @@ impl Store {
             && let Some(journal) = &self.journal
             && let Err(e) = journal.clear()
         {
-            tracing::warn!(error = %e, "call start journal not emptied at close; the next start replays it");
+            tracing::warn!(error = %e, "call journal not emptied at close; the next start replays it");
         }
         writer.and(checkpointer)
     }

@@ -1044,13 +1044,14 @@ async fn a_start_is_acked_from_the_journal_while_the_writer_is_stalled() {
 }
 
 #[tokio::test]
-async fn starts_left_in_the_journal_by_a_killed_process_become_interrupted_rows() {
+async fn records_left_in_the_journal_by_a_killed_process_are_replayed() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = db_path(&dir);
-    // The earlier process: one call finished, one journaled whose row never reached SQLite.
+    // The earlier process: one call finished; one whose start was committed, not its finish.
     let old = Store::open(&path, opts(100)).expect("open");
     old.record_start(start("done", DAY0, "m")).await.expect("start");
     old.record_finish(finish("done", DAY0 + 34, CallStatus::Ok, 1)).await.expect("finish");
+    old.record_start(start("unfinished", DAY0 + 3, "m")).await.expect("start");
     old.close().expect("close");
     {
         let (journal, replayed) = crate::store::journal::Journal::open(&crate::store::journal::segment_paths(&path))
@@ -1059,9 +1060,16 @@ async fn starts_left_in_the_journal_by_a_killed_process_become_interrupted_rows(
         assert!(replayed.is_empty());
         let journal = Arc::new(journal);
         // Journaled, never committed (the active segment keeps it): what `kill -9` leaves.
-        drop(journal.append(100, &start("lost", DAY0 + 1, "m")).expect("append"));
-        // A start journaled again for a row that exists changes nothing.
-        drop(journal.append(100, &start("done", DAY0, "m")).expect("append"));
+        let entry = |s: CallStart| crate::store::journal::Entry::start(100, &s);
+        drop(journal.append(&entry(start("lost", DAY0 + 1, "m"))).expect("append"));
+        // A call journaled again for a row that exists changes nothing.
+        drop(journal.append(&entry(start("done", DAY0, "m"))).expect("append"));
+        // A call that finished, whose finish never reached SQLite, and one whose start and
+        // finish both are only in the journal.
+        drop(journal.append(&entry(start("both", DAY0 + 2, "m"))).expect("append"));
+        let finished = |id: &str| crate::store::journal::Entry::finish(&finish(id, DAY0 + 40, CallStatus::Ok, 2));
+        drop(journal.append(&finished("unfinished")).expect("append"));
+        drop(journal.append(&finished("both")).expect("append"));
     }
 
     let store = Store::open(&path, opts(200)).expect("reopen");
@@ -1072,11 +1080,18 @@ async fn starts_left_in_the_journal_by_a_killed_process_become_interrupted_rows(
     let lost = store.call_detail("lost").await.expect("detail").expect("row");
     assert_eq!(lost.summary.status, CallStatus::Interrupted);
     assert_eq!(store.call_detail("done").await.expect("detail").expect("row").summary.status, CallStatus::Ok);
+    for id in ["unfinished", "both"] {
+        let row = store.call_detail(id).await.expect("detail").expect("row");
+        assert_eq!(row.summary.status, CallStatus::Ok, "{id}");
+        assert_eq!((row.summary.usage.input_tokens, row.summary.model.as_str()), (2, "m"), "{id}");
+        assert_eq!(row.summary.client, "curl", "{id}: the start's columns, replayed before its finish");
+        assert_eq!(row.response_body, None, "{id}: bodies are not journaled");
+    }
     for segment in crate::store::journal::segment_paths(&path) {
         assert_eq!(std::fs::metadata(&segment).expect("segment").len(), 0, "replayed, then emptied");
     }
     let totals = store.usage_totals("2025-01-01").await.expect("totals");
-    assert_eq!((totals.calls, totals.errors), (2, 1));
+    assert_eq!((totals.calls, totals.errors, totals.usage.input_tokens), (4, 1, 5));
 }
 
 #[tokio::test]

@@ -32,7 +32,8 @@ pub(crate) type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 pub(crate) enum Command {
     /// A call's in-flight row; with its journal entry held until the row is committed.
     Start(Box<CallStart>, Reply<()>, Option<Held>),
-    Finish(Box<CallFinish>, Reply<()>),
+    /// A call's finish; with its journal entry held until it is committed.
+    Finish(Box<CallFinish>, Reply<()>, Option<Held>),
     DeleteCall(String, Reply<u64>),
     Prune {
         before_ms: i64,
@@ -73,7 +74,7 @@ impl Command {
     fn fail(self, err: StoreError) {
         // A dropped receiver just means the caller did not wait for the ack.
         match self {
-            Command::Start(_, r, _) | Command::Finish(_, r) | Command::Flush(r) | Command::Shutdown(r) => {
+            Command::Start(_, r, _) | Command::Finish(_, r, _) | Command::Flush(r) | Command::Shutdown(r) => {
                 let _ = r.send(Err(err));
             }
             Command::DeleteCall(_, r)
@@ -92,15 +93,15 @@ impl Command {
 /// A command applied inside the open transaction, waiting for the commit to be acked.
 enum Done {
     Unit(Reply<()>, Result<(), StoreError>),
-    /// A start: its journal entry is let go once the commit is known.
-    Start(Reply<()>, Result<(), StoreError>, Option<Held>),
+    /// A journaled record (start or finish): its journal entry is let go once the commit is known.
+    Journaled(Reply<()>, Result<(), StoreError>, Option<Held>),
     Count(Reply<u64>, Result<u64, StoreError>),
 }
 
 impl Done {
     fn error(&self) -> Option<StoreError> {
         match self {
-            Done::Unit(_, Err(e)) | Done::Start(_, Err(e), _) | Done::Count(_, Err(e)) => Some(e.clone()),
+            Done::Unit(_, Err(e)) | Done::Journaled(_, Err(e), _) | Done::Count(_, Err(e)) => Some(e.clone()),
             _ => None,
         }
     }
@@ -110,7 +111,7 @@ impl Done {
             Done::Unit(r, res) => {
                 let _ = r.send(commit.map_err(Clone::clone).and(res));
             }
-            Done::Start(r, res, held) => {
+            Done::Journaled(r, res, held) => {
                 let _ = r.send(commit.map_err(Clone::clone).and(res));
                 drop(held);
             }
@@ -133,6 +134,7 @@ pub(crate) struct Writer {
 
 impl Writer {
     pub(crate) fn run(self) {
+        crate::store::background_priority();
         let mut shutting_down = false;
         loop {
             if shutting_down && self.queue.is_empty() {
@@ -196,9 +198,11 @@ impl Writer {
         while let Some(c) = cmd.take().or_else(&mut next) {
             let applied = match c {
                 Command::Start(start, r, held) => {
-                    Done::Start(r, in_savepoint(&mut tx, |t| insert_start(t, &start, self.epoch)), held)
+                    Done::Journaled(r, in_savepoint(&mut tx, |t| insert_start(t, &start, self.epoch)), held)
                 }
-                Command::Finish(finish, r) => Done::Unit(r, in_savepoint(&mut tx, |t| apply_finish(t, &finish))),
+                Command::Finish(finish, r, held) => {
+                    Done::Journaled(r, in_savepoint(&mut tx, |t| apply_finish(t, &finish)), held)
+                }
                 Command::DeleteCall(id, r) => Done::Count(r, in_savepoint(&mut tx, |t| delete_call(t, &id))),
                 Command::Prune { before_ms, reply } => {
                     Done::Count(reply, in_savepoint(&mut tx, |t| prune(t, before_ms)))
@@ -311,7 +315,7 @@ pub(crate) fn insert_start(conn: &Connection, s: &CallStart, epoch: i64) -> rusq
 /// Completes an in-flight row, or inserts a complete row when the start never arrived (its
 /// `started_ms` is then `finished_ms - total_ms` and the start-only columns are empty). A finish
 /// for a row that is no longer in flight is ignored, so the rollup counts each call once.
-fn apply_finish(conn: &Connection, f: &CallFinish) -> rusqlite::Result<()> {
+pub(crate) fn apply_finish(conn: &Connection, f: &CallFinish) -> rusqlite::Result<()> {
     let mut stmt = conn.prepare_cached(
         "INSERT INTO calls (id, started_ms, finished_ms, status, http_status, input_tokens, output_tokens, \
          cache_read_tokens, cache_write_tokens, reasoning_tokens, usage_estimated, cost_micros, price_version, \

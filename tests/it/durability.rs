@@ -203,10 +203,10 @@ async fn kill_9_under_load_while_the_wal_is_checkpointed_loses_no_call_whose_hea
     assert_eq!(check, "ok");
 }
 
-/// kill -9 while SQLite cannot commit at all (another connection holds its write lock): heads
-/// still go out at once, because a call's start waits for the start journal's append, not for
-/// SQLite; and after the restart every call whose head was sent has its row, replayed from the
-/// journal and closed as interrupted.
+/// kill -9 while SQLite cannot commit at all (another connection holds its write lock): answers
+/// still go out at once, because a call's start and finish wait for the call journal's append,
+/// not for SQLite; and after the restart every call whose answer was sent has its finished row,
+/// replayed from the journal (a whole answer is sent after its finish is journaled).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_while_sqlite_is_locked_loses_no_call_whose_head_was_sent() {
     let mock = MockUpstream::start().await;
@@ -252,6 +252,11 @@ async fn kill_9_while_sqlite_is_locked_loses_no_call_whose_head_was_sent() {
     for id in &heads {
         let s: Option<String> = status.query_row([id], |r| r.get(0)).ok();
         let s = s.unwrap_or_else(|| panic!("call {id} reached its client but has no row"));
-        assert_eq!(s, "interrupted", "{id}");
+        assert_eq!(s, "ok", "{id}");
     }
+    let (calls, input): (i64, i64) = conn
+        .query_row("SELECT SUM(calls), SUM(input_tokens) FROM usage_daily", [], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("usage");
+    assert_eq!(calls, 20, "the replayed finishes count in the usage rollup");
+    assert!(input > 0, "{input}");
 }

@@ -1,30 +1,34 @@
-//! The start journal: the in-flight row's durable copy on the request path, so a call's head
-//! never waits for SQLite.
+//! The call journal: each call record's durable copy, written on the request path, so a call's
+//! head never waits for SQLite and a finished call's usage never waits for the writer.
 //!
-//! A call's start is appended here with one write(2) before its head is sent; the writer then
-//! commits the row to SQLite in its own time. Like a `synchronous = NORMAL` commit, the append
-//! survives the process being killed (the page cache outlives it), not a power loss. When the
-//! store opens, every start still in the journal is put into `calls` (`INSERT … ON CONFLICT DO
-//! NOTHING`, with the epoch of the process that wrote it, so `interrupt_stale` then closes it) and
-//! the journal is emptied.
+//! A call's start is appended here with one write(2) before its head is sent, and its finish
+//! when the call ends; the writer then commits both to SQLite in its own time. Like a
+//! `synchronous = NORMAL` commit, an append survives the process being killed (the page cache
+//! outlives it), not a power loss. When the store opens, what is still in the journal is put into
+//! `calls`: every start first (`INSERT … ON CONFLICT DO NOTHING`, with the epoch of the process
+//! that wrote it, so `interrupt_stale` then closes a call that never finished), then every finish
+//! in the order written (a finish for a row no longer in flight changes nothing), and the journal
+//! is emptied.
 //!
 //! Two segment files take turns. Appends go to the active one; once it passes [`ROTATE_BYTES`] and
 //! the other is empty, appends move to the other, and the retired segment is truncated as soon
-//! as every start appended to it has been committed by the writer (or has failed or been
+//! as every record appended to it has been committed by the writer (or has failed or been
 //! dropped: it could not be committed anyway). Truncation happens outside the append lock, so an
 //! append waits for at most another append.
 //!
-//! A record is `len: u32 LE`, `crc32: u32 LE` (of the payload), then the payload: the JSON of
-//! `(epoch, CallStart)` without the request body, which is left to the SQLite row (a call replayed
-//! from the journal has none). Reading stops at the first record that is short or fails its
-//! checksum: a torn last append is one whose head was never sent.
+//! A record is `len: u32 LE`, `crc32: u32 LE` (of the payload), then the payload: the JSON of an
+//! [`Entry`] without the request and response bodies, which are left to the SQLite row (a call
+//! replayed from the journal has none). Reading stops at the first record that is short or fails
+//! its checksum: a torn last append is one that never returned.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use crate::model::CallStart;
+use serde::{Deserialize, Serialize};
+
+use crate::model::{CallFinish, CallStart};
 
 /// A segment past this size hands appends to the other one (when that one is empty).
 pub(crate) const ROTATE_BYTES: u64 = 1024 * 1024;
@@ -34,18 +38,37 @@ const MAX_RECORD: usize = 1024 * 1024;
 
 /// The two segment files of the journal next to the database at `db`.
 pub(crate) fn segment_paths(db: &Path) -> [PathBuf; 2] {
-    ["-starts-a", "-starts-b"].map(|suffix| {
+    ["-calls-a", "-calls-b"].map(|suffix| {
         let mut name = db.as_os_str().to_owned();
         name.push(suffix);
         PathBuf::from(name)
     })
 }
 
-/// A start read back from the journal, with the epoch of the process that wrote it.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Replayed {
-    pub(crate) epoch: i64,
-    pub(crate) start: CallStart,
+/// A call record as journaled (and read back).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub(crate) enum Entry {
+    /// A call's start, with the epoch of the process that wrote it.
+    Start {
+        epoch: i64,
+        start: CallStart,
+    },
+    Finish {
+        finish: CallFinish,
+    },
+}
+
+impl Entry {
+    /// The entry to journal for `start`: its request body stays with the SQLite row.
+    pub(crate) fn start(epoch: i64, start: &CallStart) -> Entry {
+        Entry::Start { epoch, start: CallStart { request_body: None, ..start.clone() } }
+    }
+
+    /// The entry to journal for `finish`: its bodies stay with the SQLite row.
+    pub(crate) fn finish(finish: &CallFinish) -> Entry {
+        Entry::Finish { finish: CallFinish { request_body: None, response_body: None, ..finish.clone() } }
+    }
 }
 
 /// The journal's two segments and who still needs each.
@@ -63,7 +86,7 @@ struct State {
 struct Segment {
     /// Bytes appended since the segment was last emptied.
     len: u64,
-    /// Starts appended and not yet resolved (committed, failed or dropped).
+    /// Entries appended and not yet resolved (committed, failed or dropped).
     pending: u64,
     /// Being truncated outside the lock: not to be appended to.
     truncating: bool,
@@ -75,8 +98,8 @@ impl std::fmt::Debug for Journal {
     }
 }
 
-/// Held by a journaled start's command until the writer has committed (or given up on) the row;
-/// dropping it lets the start's segment be emptied.
+/// Held by a journaled record's command until the writer has committed (or given up on) it;
+/// dropping it lets the record's segment be emptied.
 pub(crate) struct Held {
     journal: Arc<Journal>,
     segment: usize,
@@ -90,13 +113,14 @@ impl Drop for Held {
 
 impl Journal {
     /// Opens both segments at `paths` (created 0600 on Unix, see [`crate::perms`]) and reads back
-    /// what they hold. The caller puts the starts into SQLite and then calls [`Journal::clear`].
+    /// what they hold, in the order written. The caller puts them into SQLite and then calls
+    /// [`Journal::clear`].
     ///
     /// One process owns the journal: it holds an exclusive lock on the first segment (released
     /// when the process dies). `Ok(None)` when another one does, e.g. the command line reading
     /// the database while the engine runs: that store then keeps no journal, and leaves the
     /// owner's alone.
-    pub(crate) fn open(paths: &[PathBuf; 2]) -> io::Result<Option<(Journal, Vec<Replayed>)>> {
+    pub(crate) fn open(paths: &[PathBuf; 2]) -> io::Result<Option<(Journal, Vec<Entry>)>> {
         let mut replayed = Vec::new();
         let mut files = Vec::with_capacity(2);
         for (i, path) in paths.iter().enumerate() {
@@ -123,10 +147,9 @@ impl Journal {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Appends `start` (its request body left out) with the writing process's `epoch`. When this
-    /// returns `Ok`, the start survives the process being killed.
-    pub(crate) fn append(self: &Arc<Self>, epoch: i64, start: &CallStart) -> io::Result<Held> {
-        let record = encode(epoch, start)?;
+    /// Appends `entry`. When this returns `Ok`, it survives the process being killed.
+    pub(crate) fn append(self: &Arc<Self>, entry: &Entry) -> io::Result<Held> {
+        let record = encode(entry)?;
         let mut state = self.lock();
         let active = state.active;
         let other = 1 - active;
@@ -144,8 +167,8 @@ impl Journal {
         Ok(Held { journal: Arc::clone(self), segment })
     }
 
-    /// A start of `segment` was committed, failed or dropped; a retired segment whose starts are
-    /// all resolved is emptied.
+    /// An entry of `segment` was committed, failed or dropped; a retired segment whose entries
+    /// are all resolved is emptied.
     fn resolve(&self, segment: usize) {
         let mut state = self.lock();
         let seg = &mut state.segments[segment];
@@ -164,7 +187,7 @@ impl Journal {
         match emptied {
             Ok(()) => seg.len = 0,
             // Left full, it is never appended to again until the next open replays and empties it.
-            Err(e) => tracing::warn!(error = %e, "call start journal segment could not be emptied"),
+            Err(e) => tracing::warn!(error = %e, "call journal segment could not be emptied"),
         }
     }
 
@@ -188,12 +211,10 @@ impl Journal {
     }
 }
 
-fn encode(epoch: i64, start: &CallStart) -> io::Result<Vec<u8>> {
-    // The body stays with the SQLite row; the journal holds what makes the row.
-    let bodiless = CallStart { request_body: None, ..start.clone() };
-    let payload = serde_json::to_vec(&(epoch, &bodiless)).map_err(io::Error::other)?;
+fn encode(entry: &Entry) -> io::Result<Vec<u8>> {
+    let payload = serde_json::to_vec(entry).map_err(io::Error::other)?;
     if payload.len() > MAX_RECORD {
-        return Err(io::Error::other("call start too large for the journal"));
+        return Err(io::Error::other("call record too large for the journal"));
     }
     let len = u32::try_from(payload.len()).map_err(io::Error::other)?;
     let mut record = Vec::with_capacity(8 + payload.len());
@@ -204,7 +225,7 @@ fn encode(epoch: i64, start: &CallStart) -> io::Result<Vec<u8>> {
 }
 
 /// Every whole, intact record of `bytes`, up to the first one that is not.
-pub(crate) fn decode_all(mut bytes: &[u8]) -> Vec<Replayed> {
+pub(crate) fn decode_all(mut bytes: &[u8]) -> Vec<Entry> {
     let mut out = Vec::new();
     while let Some((replayed, rest)) = decode_one(bytes) {
         out.push(replayed);
@@ -213,7 +234,7 @@ pub(crate) fn decode_all(mut bytes: &[u8]) -> Vec<Replayed> {
     out
 }
 
-fn decode_one(bytes: &[u8]) -> Option<(Replayed, &[u8])> {
+fn decode_one(bytes: &[u8]) -> Option<(Entry, &[u8])> {
     let len = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
     let crc = u32::from_le_bytes(bytes.get(4..8)?.try_into().ok()?);
     if len > MAX_RECORD {
@@ -223,8 +244,8 @@ fn decode_one(bytes: &[u8]) -> Option<(Replayed, &[u8])> {
     if crc32fast::hash(payload) != crc {
         return None;
     }
-    let (epoch, start): (i64, CallStart) = serde_json::from_slice(payload).ok()?;
-    Some((Replayed { epoch, start }, &bytes[8 + len..]))
+    let entry = serde_json::from_slice(payload).ok()?;
+    Some((entry, &bytes[8 + len..]))
 }
 
 #[cfg(test)]

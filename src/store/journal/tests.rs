@@ -1,9 +1,9 @@
-//! The start journal on its own: records read back, torn and corrupt tails, segment turns.
+//! The call journal on its own: records read back, torn and corrupt tails, segment turns.
 
 use std::sync::Arc;
 
-use crate::model::CallStart;
-use crate::store::journal::{Journal, ROTATE_BYTES, decode_all, segment_paths};
+use crate::model::{CallFinish, CallStart, CallStatus, Usage};
+use crate::store::journal::{Entry, Journal, ROTATE_BYTES, decode_all, segment_paths};
 
 fn start(id: &str) -> CallStart {
     CallStart {
@@ -24,7 +24,18 @@ fn start(id: &str) -> CallStart {
     }
 }
 
-fn open(dir: &tempfile::TempDir) -> (Arc<Journal>, Vec<super::Replayed>) {
+/// The (epoch, id) of each start among `entries`.
+fn starts(entries: &[Entry]) -> Vec<(i64, String)> {
+    entries
+        .iter()
+        .filter_map(|e| match e {
+            Entry::Start { epoch, start } => Some((*epoch, start.id.clone())),
+            Entry::Finish { .. } => None,
+        })
+        .collect()
+}
+
+fn open(dir: &tempfile::TempDir) -> (Arc<Journal>, Vec<Entry>) {
     let (journal, replayed) =
         Journal::open(&segment_paths(&dir.path().join("k.db"))).expect("open").expect("not owned");
     (Arc::new(journal), replayed)
@@ -39,17 +50,19 @@ fn appended_starts_are_read_back_without_their_bodies_and_with_the_writers_epoch
     let dir = tempfile::tempdir().expect("tempdir");
     let (journal, replayed) = open(&dir);
     assert!(replayed.is_empty());
-    let held = [journal.append(7, &start("a")).expect("append"), journal.append(7, &start("b")).expect("append")];
+    let held = [
+        journal.append(&Entry::start(7, &start("a"))).expect("append"),
+        journal.append(&Entry::start(7, &start("b"))).expect("append"),
+    ];
     // Committed or not, the active segment keeps its records until it is retired or cleared: a
     // process killed here leaves both.
     drop(held);
     drop(journal);
 
     let (_, replayed) = open(&dir);
-    let ids: Vec<_> = replayed.iter().map(|r| (r.epoch, r.start.id.as_str())).collect();
-    assert_eq!(ids, [(7, "a"), (7, "b")]);
+    assert_eq!(starts(&replayed), [(7, "a".to_owned()), (7, "b".to_owned())]);
     let expected = CallStart { request_body: None, ..start("a") };
-    assert_eq!(replayed[0].start, expected);
+    assert_eq!(replayed[0], Entry::Start { epoch: 7, start: expected });
 }
 
 #[cfg(unix)]
@@ -68,22 +81,20 @@ fn segments_are_owner_only() {
 fn a_torn_or_corrupt_tail_ends_the_replay_without_losing_what_came_before() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (journal, _) = open(&dir);
-    drop(journal.append(1, &start("kept")).expect("append"));
-    drop(journal.append(1, &start("torn")).expect("append"));
+    drop(journal.append(&Entry::start(1, &start("kept"))).expect("append"));
+    drop(journal.append(&Entry::start(1, &start("torn"))).expect("append"));
     drop(journal);
     let [bytes, _] = segment_bytes(&dir);
     let first_len = 8 + u32::from_le_bytes(bytes[..4].try_into().expect("len")) as usize;
 
     // Every cut of the second record, and every flipped byte in it, keeps only the first.
     for cut in first_len..bytes.len() {
-        let ids: Vec<_> = decode_all(&bytes[..cut]).into_iter().map(|r| r.start.id).collect();
-        assert_eq!(ids, ["kept"], "cut at {cut}");
+        assert_eq!(starts(&decode_all(&bytes[..cut])), [(1, "kept".to_owned())], "cut at {cut}");
     }
     for at in first_len..bytes.len() {
         let mut flipped = bytes.clone();
         flipped[at] ^= 0x20;
-        let ids: Vec<_> = decode_all(&flipped).into_iter().map(|r| r.start.id).collect();
-        assert_eq!(ids, ["kept"], "byte {at} flipped");
+        assert_eq!(starts(&decode_all(&flipped)), [(1, "kept".to_owned())], "byte {at} flipped");
     }
     // A length past the cap, zeros (a preallocated tail) and noise are not records.
     let mut huge = bytes[..first_len].to_vec();
@@ -101,10 +112,10 @@ fn a_retired_segment_is_emptied_once_its_last_start_is_committed() {
     let (journal, _) = open(&dir);
     let mut first_segment = Vec::new();
     while journal.lens()[0] < ROTATE_BYTES {
-        first_segment.push(journal.append(1, &start("filler")).expect("append"));
+        first_segment.push(journal.append(&Entry::start(1, &start("filler"))).expect("append"));
     }
     // The next append goes to the other segment; the first stays while one of its starts is held.
-    let second = journal.append(1, &start("next")).expect("append");
+    let second = journal.append(&Entry::start(1, &start("next"))).expect("append");
     assert!(journal.lens()[1] > 0, "{:?}", journal.lens());
     let last = first_segment.pop().expect("held");
     drop(first_segment);
@@ -118,26 +129,26 @@ fn a_retired_segment_is_emptied_once_its_last_start_is_committed() {
     assert!(journal.lens()[1] > 0);
     drop(journal);
     let (_, replayed) = open(&dir);
-    assert_eq!(replayed.iter().map(|r| r.start.id.as_str()).collect::<Vec<_>>(), ["next"]);
+    assert_eq!(starts(&replayed), [(1, "next".to_owned())]);
 }
 
 #[test]
 fn appends_turn_back_to_the_first_segment_only_once_it_is_empty() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (journal, _) = open(&dir);
-    let held_first = journal.append(1, &start("pinned")).expect("append");
+    let held_first = journal.append(&Entry::start(1, &start("pinned"))).expect("append");
     while journal.lens()[0] < ROTATE_BYTES {
-        drop(journal.append(1, &start("filler")).expect("append"));
+        drop(journal.append(&Entry::start(1, &start("filler"))).expect("append"));
     }
     while journal.lens()[1] < ROTATE_BYTES {
-        drop(journal.append(1, &start("filler")).expect("append"));
+        drop(journal.append(&Entry::start(1, &start("filler"))).expect("append"));
     }
     // The first segment still holds an uncommitted start: appends stay on the second.
-    drop(journal.append(1, &start("overflow")).expect("append"));
+    drop(journal.append(&Entry::start(1, &start("overflow"))).expect("append"));
     assert!(journal.lens()[1] > ROTATE_BYTES);
     drop(held_first);
     assert_eq!(journal.lens()[0], 0);
-    drop(journal.append(1, &start("back")).expect("append"));
+    drop(journal.append(&Entry::start(1, &start("back"))).expect("append"));
     assert!(journal.lens()[0] > 0, "{:?}", journal.lens());
 }
 
@@ -145,16 +156,15 @@ fn appends_turn_back_to_the_first_segment_only_once_it_is_empty() {
 fn clear_empties_both_segments() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (journal, _) = open(&dir);
-    drop(journal.append(1, &start("a")).expect("append"));
+    drop(journal.append(&Entry::start(1, &start("a"))).expect("append"));
     journal.clear().expect("clear");
     assert_eq!(journal.lens(), [0, 0]);
     assert!(segment_bytes(&dir).iter().all(Vec::is_empty));
     // Appends after a clear are read back as usual.
-    drop(journal.append(2, &start("b")).expect("append"));
+    drop(journal.append(&Entry::start(2, &start("b"))).expect("append"));
     drop(journal);
     let (_, replayed) = open(&dir);
-    assert_eq!(replayed.len(), 1);
-    assert_eq!(replayed[0].epoch, 2);
+    assert_eq!(starts(&replayed), [(2, "b".to_owned())]);
 }
 
 #[test]
@@ -162,7 +172,7 @@ fn one_process_owns_the_journal_and_a_second_opener_leaves_it_alone() {
     let dir = tempfile::tempdir().expect("tempdir");
     let paths = segment_paths(&dir.path().join("k.db"));
     let (journal, _) = open(&dir);
-    drop(journal.append(1, &start("live")).expect("append"));
+    drop(journal.append(&Entry::start(1, &start("live"))).expect("append"));
     // Another open file description (another process: the command line while the engine runs).
     assert!(Journal::open(&paths).expect("open").is_none());
     assert_eq!(segment_bytes(&dir)[0].len() as u64, journal.lens()[0], "the owner's records are untouched");
@@ -170,4 +180,41 @@ fn one_process_owns_the_journal_and_a_second_opener_leaves_it_alone() {
     // The owner gone (its lock goes with its process), the next opener replays.
     let (_, replayed) = open(&dir);
     assert_eq!(replayed.len(), 1);
+}
+
+#[test]
+fn finishes_are_read_back_in_order_without_their_bodies() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (journal, _) = open(&dir);
+    let finish = CallFinish {
+        id: "a".into(),
+        finished_ms: 1_735_689_600_500,
+        status: CallStatus::Ok,
+        http_status: Some(200),
+        usage: Usage { input_tokens: 10, output_tokens: 20, ..Usage::default() },
+        usage_estimated: false,
+        cost_micros: Some(123),
+        price_version: Some("2026-12-01".into()),
+        cost_source: None,
+        ttft_ms: Some(5),
+        total_ms: 500,
+        retries: 0,
+        error_kind: None,
+        error_message: None,
+        request_body: Some("{\"secret-ish\":1}".into()),
+        response_body: Some("{\"answer\":1}".into()),
+        model_id: None,
+        provider: None,
+        upstream_model: None,
+        notes: Vec::new(),
+    };
+    drop(journal.append(&Entry::start(3, &start("a"))).expect("append"));
+    drop(journal.append(&Entry::finish(&finish)).expect("append"));
+    drop(journal);
+    let (_, replayed) = open(&dir);
+    let expected = CallFinish { request_body: None, response_body: None, ..finish };
+    assert_eq!(replayed.len(), 2);
+    assert_eq!(replayed[1], Entry::Finish { finish: expected });
+    let text = String::from_utf8(segment_bytes(&dir)[0].clone()).unwrap_or_default();
+    assert!(!text.contains("answer") && !text.contains("messages"), "a body reached the journal");
 }
