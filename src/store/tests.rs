@@ -1128,3 +1128,39 @@ async fn a_second_store_on_the_same_file_leaves_the_live_owners_journal_alone() 
     engine.flush().await.expect("flush");
     assert!(engine.call_detail("live").await.expect("detail").is_some());
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn the_writer_and_checkpointer_threads_run_below_the_request_paths_priority() {
+    // Each thread names itself and lowers its priority when it starts: poll for both.
+    fn store_threads() -> Vec<(String, i32)> {
+        let mut found = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").expect("threads").flatten() {
+            let Ok(comm) = std::fs::read_to_string(task.path().join("comm")) else { continue };
+            let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { continue };
+            if comm.trim().starts_with("keyhaven-store") {
+                // "pid (comm) state ppid …": nice is the 19th field, the 17th after the comm.
+                let nice = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(16)?.parse().ok());
+                found.push((comm.trim().to_owned(), nice.expect("nice")));
+            }
+        }
+        found.sort();
+        found
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(&db_path(&dir), opts(1)).expect("open");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    // Other tests' stores run in this process too: every store thread must end up at nice 10,
+    // and both kinds must be there (the checkpointer's name is cut to 15 bytes by the kernel).
+    let settled = |seen: &[(String, i32)]| {
+        ["keyhaven-store", "keyhaven-store-"].iter().all(|name| seen.iter().any(|(n, _)| n == name))
+            && seen.iter().all(|(_, nice)| *nice == 10)
+    };
+    let mut seen = store_threads();
+    while !settled(&seen) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+        seen = store_threads();
+    }
+    store.close().expect("close");
+    assert!(settled(&seen), "{seen:?}");
+}
