@@ -126,6 +126,12 @@ struct EmulatedSetup {
 /// Whether a failed model of a group may hand the request to the next one: the same
 /// classification as retries ([`ProviderError::not_processed`]: connect errors, 429, 5xx), never
 /// a timeout after sending or a lost answer.
+/// The status a call that ended with `err` is recorded with: canceled (the client went away, a
+/// newer request superseded it, shutdown) is not an error.
+fn failed_status(err: &ProviderError) -> CallStatus {
+    if matches!(err, ProviderError::Canceled) { CallStatus::Canceled } else { CallStatus::Error }
+}
+
 fn may_fall_back(err: &ProviderError) -> bool {
     err.not_processed()
 }
@@ -405,7 +411,7 @@ impl Gateway {
                     guard.capture_request(body);
                 }
                 guard.request = Some(req);
-                guard.finalize(CallStatus::Error, Some(&err));
+                guard.finalize(failed_status(&err), Some(&err));
                 Err(CallFailure {
                     error: err,
                     upstream_wait: guard.upstream_wait,
@@ -894,7 +900,7 @@ impl CallStream {
         }
         if let StreamEvent::Error { .. } = ev {
             let err = self.pending_error.take();
-            self.guard.finalize(CallStatus::Error, err.as_ref());
+            self.guard.finalize(err.as_ref().map_or(CallStatus::Error, failed_status), err.as_ref());
             self.error = err;
         }
         ev

@@ -2,6 +2,7 @@
 //! left in flight is marked interrupted. Runs the real `keyhaven` binary against a real SQLite file.
 
 use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -10,6 +11,17 @@ use keyhaven::store::{CallFilter, Store, StoreOptions};
 
 use crate::support::fixtures::{Case, request, upstream_sse};
 use crate::support::{Client, MockUpstream, Reply, Up, config_text};
+
+/// Writes the engine's config in `dir` (the upstream at `upstream`, `server_extra` in
+/// `[server]`, the key from the environment, the proxy on port 0 so the test never needs or
+/// fights over the default port) and returns it with the data folder to use.
+fn engine_files(dir: &tempfile::TempDir, upstream: &str, server_extra: &str) -> (PathBuf, PathBuf) {
+    let config = dir.path().join("config.toml");
+    let text = config_text(upstream, server_extra).replace("keyring:test-key", "env:KH_TEST_KEY")
+        + "\n[proxy]\nlisten = \"127.0.0.1:0\"\n";
+    std::fs::write(&config, text).expect("config");
+    (config, dir.path().join("data"))
+}
 
 /// Starts `keyhaven serve` and returns it with the address it printed.
 fn spawn_engine(config: &std::path::Path, data: &std::path::Path) -> (Child, String) {
@@ -47,12 +59,7 @@ async fn kill_9_loses_no_finished_call() {
     // Half the streams finish quickly, half are still streaming when the process dies.
     mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)));
     let dir = tempfile::tempdir().expect("dir");
-    let config = dir.path().join("config.toml");
-    // The proxy on port 0, so the test never needs (or fights over) the default port.
-    let text = config_text(&mock.url(), "").replace("keyring:test-key", "env:KH_TEST_KEY")
-        + "\n[proxy]\nlisten = \"127.0.0.1:0\"\n";
-    std::fs::write(&config, text).expect("config");
-    let data = dir.path().join("data");
+    let (config, data) = engine_files(&dir, &mock.url(), "");
 
     let (mut child, addr) = spawn_engine(&config, &data);
     let http = reqwest::Client::new();
@@ -134,11 +141,7 @@ async fn kill_9_under_load_while_the_wal_is_checkpointed_loses_no_call_whose_hea
     let mock = MockUpstream::start().await;
     mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)));
     let dir = tempfile::tempdir().expect("dir");
-    let config = dir.path().join("config.toml");
-    let text = config_text(&mock.url(), "max_wal_mb = 1").replace("keyring:test-key", "env:KH_TEST_KEY")
-        + "\n[proxy]\nlisten = \"127.0.0.1:0\"\n";
-    std::fs::write(&config, text).expect("config");
-    let data = dir.path().join("data");
+    let (config, data) = engine_files(&dir, &mock.url(), "max_wal_mb = 1");
     let (mut child, addr) = spawn_engine(&config, &data);
 
     // 16 KB of request body per call (captured in the row) so the WAL fills quickly.
@@ -212,11 +215,7 @@ async fn kill_9_while_sqlite_is_locked_loses_no_call_whose_head_was_sent() {
     let mock = MockUpstream::start().await;
     mock.push(Reply::sse(&upstream_sse(Up::Openai, Case::Text)));
     let dir = tempfile::tempdir().expect("dir");
-    let config = dir.path().join("config.toml");
-    let text = config_text(&mock.url(), "").replace("keyring:test-key", "env:KH_TEST_KEY")
-        + "\n[proxy]\nlisten = \"127.0.0.1:0\"\n";
-    std::fs::write(&config, text).expect("config");
-    let data = dir.path().join("data");
+    let (config, data) = engine_files(&dir, &mock.url(), "");
     let (mut child, addr) = spawn_engine(&config, &data);
     let db = data.join("keyhaven.db");
 

@@ -169,7 +169,7 @@ impl Gateway {
                 })
             }
             Err(err) => {
-                guard.finalize(CallStatus::Error, Some(&err));
+                guard.finalize(super::failed_status(&err), Some(&err));
                 Err(CallFailure { error: err, upstream_wait: started.elapsed(), attempts: 1, fallbacks: Vec::new() })
             }
         }
@@ -369,8 +369,7 @@ impl FimStream {
         let secrets: Vec<&SecretString> = self.guard.secret.iter().collect();
         let mut info = err.info();
         info.message = redact(&info.message, &secrets);
-        let status = if matches!(err, ProviderError::Canceled) { CallStatus::Canceled } else { CallStatus::Error };
-        self.guard.finalize(status, Some(&err));
+        self.guard.finalize(super::failed_status(&err), Some(&err));
         StreamEvent::Error { error: info }
     }
 
