@@ -362,7 +362,7 @@ impl Gateway {
                 .await
                 .map_err(|e| e.redacted(guard.secret.as_ref())),
         };
-        // The in-flight row must be committed before the client sees a byte.
+        // The in-flight row must be durable (journaled or committed) before the client sees a byte.
         let ack_from = Instant::now();
         started_ack.await;
         let record_wait = ack_from.elapsed();

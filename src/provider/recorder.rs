@@ -6,7 +6,8 @@ use std::pin::Pin;
 
 use crate::model::{CallFinish, CallStart, ReasoningRecord};
 
-/// Resolves once the record is committed (or failed; failures are logged by the sink).
+/// Resolves once the record is durable (the store's call journal, or its SQLite commit) or has
+/// failed; failures are logged by the sink.
 pub type Ack = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 pub trait CallSink: Send + Sync {

@@ -85,7 +85,7 @@ fn prepare(
 impl Gateway {
     /// Starts a FIM call with the model `req.model` names (it must be a FIM model). `timeout`
     /// bounds the whole call. On `Ok` the provider accepted the request (a 2xx head) and the
-    /// in-flight row is committed; on `Err` the record is already finalised.
+    /// in-flight row is durable (see `CallSink::start`); on `Err` the record is already finalised.
     pub async fn fim(&self, req: FimRequest, ctx: CallContext, timeout: Duration) -> Result<FimStream, CallFailure> {
         let started = Instant::now();
         let deadline = started + timeout;
