@@ -431,8 +431,8 @@ impl Store {
     /// is ready once the start is appended to it (a write(2), durable when the process dies);
     /// without it (in-memory stores, `synchronous=FULL`, or a failed append) once the row is
     /// committed.
-    pub fn record_start(&self, start: CallStart) -> Ack {
-        let held = self.journal_append(|| Entry::start(self.epoch, &start));
+    pub fn record_start(&self, mut start: CallStart) -> Ack {
+        let held = self.journal_append(|j| j.append_start(self.epoch, &mut start));
         let journaled = held.is_some();
         let ack = self.submit(|r| Command::Start(Box::new(start), r, held));
         if journaled { Ack::ready(Ok(())) } else { ack }
@@ -440,9 +440,12 @@ impl Store {
 
     /// Appends to the call journal, when there is one; `None` without one or when the append
     /// failed (the record then relies on its SQLite commit alone).
-    fn journal_append(&self, entry: impl FnOnce() -> Entry) -> Option<journal::Held> {
+    fn journal_append(
+        &self,
+        append: impl FnOnce(&Arc<Journal>) -> std::io::Result<journal::Held>,
+    ) -> Option<journal::Held> {
         let journal = self.journal.as_ref()?;
-        match journal.append(&entry()) {
+        match append(journal) {
             Ok(held) => Some(held),
             Err(e) => {
                 tracing::warn!(error = %e, "call journal append failed; the record waits for SQLite instead");
@@ -452,8 +455,8 @@ impl Store {
     }
 
     /// Queues the completion of a call (and its rollup). Never blocks.
-    pub fn record_finish(&self, finish: CallFinish) -> Ack {
-        let held = self.journal_append(|| Entry::finish(&finish));
+    pub fn record_finish(&self, mut finish: CallFinish) -> Ack {
+        let held = self.journal_append(|j| j.append_finish(&mut finish));
         self.submit(|r| Command::Finish(Box::new(finish), r, held))
     }
 

@@ -1060,16 +1060,16 @@ async fn records_left_in_the_journal_by_a_killed_process_are_replayed() {
         assert!(replayed.is_empty());
         let journal = Arc::new(journal);
         // Journaled, never committed (the active segment keeps it): what `kill -9` leaves.
-        let entry = |s: CallStart| crate::store::journal::Entry::start(100, &s);
-        drop(journal.append(&entry(start("lost", DAY0 + 1, "m"))).expect("append"));
+        let entry = |mut s: CallStart| journal.append_start(100, &mut s);
+        drop(entry(start("lost", DAY0 + 1, "m")).expect("append"));
         // A call journaled again for a row that exists changes nothing.
-        drop(journal.append(&entry(start("done", DAY0, "m"))).expect("append"));
+        drop(entry(start("done", DAY0, "m")).expect("append"));
         // A call that finished, whose finish never reached SQLite, and one whose start and
         // finish both are only in the journal.
-        drop(journal.append(&entry(start("both", DAY0 + 2, "m"))).expect("append"));
-        let finished = |id: &str| crate::store::journal::Entry::finish(&finish(id, DAY0 + 40, CallStatus::Ok, 2));
-        drop(journal.append(&finished("unfinished")).expect("append"));
-        drop(journal.append(&finished("both")).expect("append"));
+        drop(entry(start("both", DAY0 + 2, "m")).expect("append"));
+        let finished = |id: &str| journal.append_finish(&mut finish(id, DAY0 + 40, CallStatus::Ok, 2));
+        drop(finished("unfinished").expect("append"));
+        drop(finished("both").expect("append"));
     }
 
     let store = Store::open(&path, opts(200)).expect("reopen");

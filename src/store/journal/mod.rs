@@ -45,8 +45,8 @@ pub(crate) fn segment_paths(db: &Path) -> [PathBuf; 2] {
     })
 }
 
-/// A call record as journaled (and read back).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A call record as read back from the journal.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub(crate) enum Entry {
     /// A call's start, with the epoch of the process that wrote it.
@@ -59,16 +59,13 @@ pub(crate) enum Entry {
     },
 }
 
-impl Entry {
-    /// The entry to journal for `start`: its request body stays with the SQLite row.
-    pub(crate) fn start(epoch: i64, start: &CallStart) -> Entry {
-        Entry::Start { epoch, start: CallStart { request_body: None, ..start.clone() } }
-    }
-
-    /// The entry to journal for `finish`: its bodies stay with the SQLite row.
-    pub(crate) fn finish(finish: &CallFinish) -> Entry {
-        Entry::Finish { finish: CallFinish { request_body: None, response_body: None, ..finish.clone() } }
-    }
+/// A call record as written: [`Entry`]'s shape over borrowed records, so nothing is copied on
+/// the request path but the JSON itself.
+#[derive(Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Record<'a> {
+    Start { epoch: i64, start: &'a CallStart },
+    Finish { finish: &'a CallFinish },
 }
 
 /// The journal's two segments and who still needs each.
@@ -147,9 +144,26 @@ impl Journal {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Appends `entry`. When this returns `Ok`, it survives the process being killed.
-    pub(crate) fn append(self: &Arc<Self>, entry: &Entry) -> io::Result<Held> {
-        let record = encode(entry)?;
+    /// Appends `start` (written by the process of `epoch`) without its request body, which stays
+    /// with the SQLite row and is put back before this returns. When this returns `Ok`, the
+    /// record survives the process being killed.
+    pub(crate) fn append_start(self: &Arc<Self>, epoch: i64, start: &mut CallStart) -> io::Result<Held> {
+        let body = start.request_body.take();
+        let record = encode(&Record::Start { epoch, start });
+        start.request_body = body;
+        self.append(record?)
+    }
+
+    /// Appends `finish` without its bodies (put back before this returns), like
+    /// [`Journal::append_start`].
+    pub(crate) fn append_finish(self: &Arc<Self>, finish: &mut CallFinish) -> io::Result<Held> {
+        let bodies = (finish.request_body.take(), finish.response_body.take());
+        let record = encode(&Record::Finish { finish });
+        (finish.request_body, finish.response_body) = bodies;
+        self.append(record?)
+    }
+
+    fn append(self: &Arc<Self>, record: Vec<u8>) -> io::Result<Held> {
         let mut state = self.lock();
         let active = state.active;
         let other = 1 - active;
@@ -211,7 +225,7 @@ impl Journal {
     }
 }
 
-fn encode(entry: &Entry) -> io::Result<Vec<u8>> {
+fn encode(entry: &Record<'_>) -> io::Result<Vec<u8>> {
     let payload = serde_json::to_vec(entry).map_err(io::Error::other)?;
     if payload.len() > MAX_RECORD {
         return Err(io::Error::other("call record too large for the journal"));

@@ -51,8 +51,8 @@ fn appended_starts_are_read_back_without_their_bodies_and_with_the_writers_epoch
     let (journal, replayed) = open(&dir);
     assert!(replayed.is_empty());
     let held = [
-        journal.append(&Entry::start(7, &start("a"))).expect("append"),
-        journal.append(&Entry::start(7, &start("b"))).expect("append"),
+        journal.append_start(7, &mut start("a")).expect("append"),
+        journal.append_start(7, &mut start("b")).expect("append"),
     ];
     // Committed or not, the active segment keeps its records until it is retired or cleared: a
     // process killed here leaves both.
@@ -81,8 +81,8 @@ fn segments_are_owner_only() {
 fn a_torn_or_corrupt_tail_ends_the_replay_without_losing_what_came_before() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (journal, _) = open(&dir);
-    drop(journal.append(&Entry::start(1, &start("kept"))).expect("append"));
-    drop(journal.append(&Entry::start(1, &start("torn"))).expect("append"));
+    drop(journal.append_start(1, &mut start("kept")).expect("append"));
+    drop(journal.append_start(1, &mut start("torn")).expect("append"));
     drop(journal);
     let [bytes, _] = segment_bytes(&dir);
     let first_len = 8 + u32::from_le_bytes(bytes[..4].try_into().expect("len")) as usize;
@@ -112,10 +112,10 @@ fn a_retired_segment_is_emptied_once_its_last_start_is_committed() {
     let (journal, _) = open(&dir);
     let mut first_segment = Vec::new();
     while journal.lens()[0] < ROTATE_BYTES {
-        first_segment.push(journal.append(&Entry::start(1, &start("filler"))).expect("append"));
+        first_segment.push(journal.append_start(1, &mut start("filler")).expect("append"));
     }
     // The next append goes to the other segment; the first stays while one of its starts is held.
-    let second = journal.append(&Entry::start(1, &start("next"))).expect("append");
+    let second = journal.append_start(1, &mut start("next")).expect("append");
     assert!(journal.lens()[1] > 0, "{:?}", journal.lens());
     let last = first_segment.pop().expect("held");
     drop(first_segment);
@@ -136,19 +136,19 @@ fn a_retired_segment_is_emptied_once_its_last_start_is_committed() {
 fn appends_turn_back_to_the_first_segment_only_once_it_is_empty() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (journal, _) = open(&dir);
-    let held_first = journal.append(&Entry::start(1, &start("pinned"))).expect("append");
+    let held_first = journal.append_start(1, &mut start("pinned")).expect("append");
     while journal.lens()[0] < ROTATE_BYTES {
-        drop(journal.append(&Entry::start(1, &start("filler"))).expect("append"));
+        drop(journal.append_start(1, &mut start("filler")).expect("append"));
     }
     while journal.lens()[1] < ROTATE_BYTES {
-        drop(journal.append(&Entry::start(1, &start("filler"))).expect("append"));
+        drop(journal.append_start(1, &mut start("filler")).expect("append"));
     }
     // The first segment still holds an uncommitted start: appends stay on the second.
-    drop(journal.append(&Entry::start(1, &start("overflow"))).expect("append"));
+    drop(journal.append_start(1, &mut start("overflow")).expect("append"));
     assert!(journal.lens()[1] > ROTATE_BYTES);
     drop(held_first);
     assert_eq!(journal.lens()[0], 0);
-    drop(journal.append(&Entry::start(1, &start("back"))).expect("append"));
+    drop(journal.append_start(1, &mut start("back")).expect("append"));
     assert!(journal.lens()[0] > 0, "{:?}", journal.lens());
 }
 
@@ -156,12 +156,12 @@ fn appends_turn_back_to_the_first_segment_only_once_it_is_empty() {
 fn clear_empties_both_segments() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (journal, _) = open(&dir);
-    drop(journal.append(&Entry::start(1, &start("a"))).expect("append"));
+    drop(journal.append_start(1, &mut start("a")).expect("append"));
     journal.clear().expect("clear");
     assert_eq!(journal.lens(), [0, 0]);
     assert!(segment_bytes(&dir).iter().all(Vec::is_empty));
     // Appends after a clear are read back as usual.
-    drop(journal.append(&Entry::start(2, &start("b"))).expect("append"));
+    drop(journal.append_start(2, &mut start("b")).expect("append"));
     drop(journal);
     let (_, replayed) = open(&dir);
     assert_eq!(starts(&replayed), [(2, "b".to_owned())]);
@@ -172,7 +172,7 @@ fn one_process_owns_the_journal_and_a_second_opener_leaves_it_alone() {
     let dir = tempfile::tempdir().expect("tempdir");
     let paths = segment_paths(&dir.path().join("k.db"));
     let (journal, _) = open(&dir);
-    drop(journal.append(&Entry::start(1, &start("live"))).expect("append"));
+    drop(journal.append_start(1, &mut start("live")).expect("append"));
     // Another open file description (another process: the command line while the engine runs).
     assert!(Journal::open(&paths).expect("open").is_none());
     assert_eq!(segment_bytes(&dir)[0].len() as u64, journal.lens()[0], "the owner's records are untouched");
@@ -208,8 +208,8 @@ fn finishes_are_read_back_in_order_without_their_bodies() {
         upstream_model: None,
         notes: Vec::new(),
     };
-    drop(journal.append(&Entry::start(3, &start("a"))).expect("append"));
-    drop(journal.append(&Entry::finish(&finish)).expect("append"));
+    drop(journal.append_start(3, &mut start("a")).expect("append"));
+    drop(journal.append_finish(&mut finish.clone()).expect("append"));
     drop(journal);
     let (_, replayed) = open(&dir);
     let expected = CallFinish { request_body: None, response_body: None, ..finish };
