@@ -132,9 +132,12 @@ impl Checkpointer {
         name.push("-wal");
         let wal_path = PathBuf::from(name);
         let (stop, stopped) = std::sync::mpsc::channel();
+        // Read here, not in the thread: a thread started late (nice 10 on a busy machine) would
+        // otherwise take commits made before it ran for the baseline and never checkpoint them.
+        let seen = wal.commits.load(Ordering::Acquire);
         let handle = std::thread::Builder::new()
             .name("keyhaven-store-checkpoint".into())
-            .spawn(move || run(&conn, &wal_path, &wal, opts, &stopped))
+            .spawn(move || run(&conn, &wal_path, &wal, opts, seen, &stopped))
             .map_err(|e| StoreError::Task(format!("cannot start the store checkpointer: {e}")))?;
         Ok(Checkpointer { stop: Some(stop), handle: Some(handle) })
     }
@@ -157,13 +160,13 @@ impl Drop for Checkpointer {
     }
 }
 
-fn run(conn: &Connection, wal_path: &Path, wal: &Wal, opts: CheckpointOptions, stopped: &Receiver<()>) {
+fn run(conn: &Connection, wal_path: &Path, wal: &Wal, opts: CheckpointOptions, mut seen: u64, stopped: &Receiver<()>) {
     crate::store::background_priority();
     let tick = opts.interval.min(opts.idle).max(Duration::from_millis(1));
-    let mut seen = wal.commits.load(Ordering::Acquire);
     let mut last_commit = Instant::now();
-    // Whether the WAL may hold frames since the last TRUNCATE.
-    let mut written = false;
+    // Whether the WAL may hold frames since the last TRUNCATE. At the start it may: the
+    // migrations, the journal's replay and `interrupt_stale` wrote through other connections.
+    let mut written = true;
     // A message or a hang-up (the Store dropped its sender) stops the loop.
     while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(tick) {
         let commits = wal.commits.load(Ordering::Acquire);
@@ -178,8 +181,8 @@ fn run(conn: &Connection, wal_path: &Path, wal: &Wal, opts: CheckpointOptions, s
                 truncate(conn, wal);
             }
         } else if written && last_commit.elapsed() >= opts.idle {
-            truncate(conn, wal);
-            written = false;
+            // Put off by a busy reader: tried again at the next tick.
+            written = !truncate(conn, wal);
         }
     }
     if written || wal.commits.load(Ordering::Acquire) != seen {
@@ -204,12 +207,18 @@ fn passive(conn: &Connection) {
     }
 }
 
-/// Empties the WAL file, with the writer waiting at the gate.
-fn truncate(conn: &Connection, wal: &Wal) {
+/// Empties the WAL file, with the writer waiting at the gate; whether it did.
+fn truncate(conn: &Connection, wal: &Wal) -> bool {
     let _pass = wal.gate.checkpoint();
     match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get::<_, i64>(0)) {
-        Ok(0) => {}
-        Ok(_) => tracing::debug!("store WAL truncation put off: a reader was busy"),
-        Err(e) => tracing::warn!(error = %e, "store WAL checkpoint failed"),
+        Ok(0) => true,
+        Ok(_) => {
+            tracing::debug!("store WAL truncation put off: a reader was busy");
+            false
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "store WAL checkpoint failed");
+            false
+        }
     }
 }

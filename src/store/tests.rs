@@ -731,6 +731,28 @@ fn idle_writer_checkpoints_the_wal() {
     store.close().expect("close");
 }
 
+#[test]
+fn frames_written_while_opening_are_checkpointed_without_a_commit() {
+    // The migrations and the journal's replay write before the writer commits anything (and a
+    // checkpointer thread may start after the writer's first commit, on a loaded machine): the
+    // checkpointer must not wait for a commit it has not seen to empty the WAL.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = db_path(&dir);
+    let wal = path.with_extension("db-wal");
+    let store =
+        Store::open(&path, StoreOptions { idle_checkpoint: Duration::from_millis(50), ..opts(1) }).expect("open");
+    let mut truncated = false;
+    for _ in 0..1000 {
+        std::thread::sleep(Duration::from_millis(20));
+        if std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0) == 0 {
+            truncated = true;
+            break;
+        }
+    }
+    assert!(truncated, "the WAL left by opening was not checkpointed");
+    store.close().expect("close");
+}
+
 #[tokio::test]
 async fn a_full_disk_fails_only_the_affected_records_and_the_writer_keeps_going() {
     let store = Store::open_in_memory(opts(1)).expect("open");
