@@ -147,6 +147,10 @@ pub struct StoreOptions {
     pub checkpoint_interval: Duration,
     /// The WAL file size past which the checkpointer empties it (`TRUNCATE`, the writer waiting).
     pub max_wal_bytes: u64,
+    /// How long journaled starts and finishes may wait for company before the writer commits
+    /// them (one transaction for all that came meanwhile). Only with a call journal: without
+    /// one, a start's ack is its commit and the writer takes it at once.
+    pub commit_pace: Duration,
 }
 
 impl Default for StoreOptions {
@@ -158,6 +162,7 @@ impl Default for StoreOptions {
             idle_checkpoint: Duration::from_secs(5),
             checkpoint_interval: Duration::from_millis(500),
             max_wal_bytes: 64 * 1024 * 1024,
+            commit_pace: Duration::from_millis(5),
         }
     }
 }
@@ -379,7 +384,8 @@ impl Store {
         opts: StoreOptions,
         location: String,
     ) -> Result<Store, StoreError> {
-        let queue = Arc::new(Queue::new(opts.writer_queue));
+        let pace = if journal.is_some() { opts.commit_pace } else { Duration::ZERO };
+        let queue = Arc::new(Queue::paced(opts.writer_queue, pace, writer::MAX_BATCH));
         let stats = Arc::new(stats::WriterStats::default());
         let writer = Writer { conn, queue: Arc::clone(&queue), epoch: opts.epoch, wal, stats: stats.clone() };
         let handle = std::thread::Builder::new()

@@ -753,6 +753,52 @@ fn frames_written_while_opening_are_checkpointed_without_a_commit() {
     store.close().expect("close");
 }
 
+#[test]
+fn journaled_records_wait_for_the_pace_and_commit_together_while_a_flush_goes_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = db_path(&dir);
+    // A pace far longer than the test: only a batch or an urgent command can end the wait.
+    let store = Store::open(&path, StoreOptions { commit_pace: Duration::from_secs(600), ..opts(1) }).expect("open");
+    let commits = store.ledger_stats().commits;
+    for i in 0..5 {
+        store.record_start(start(&format!("p{i}"), DAY0 + i, "m")).wait_blocking().expect("journaled");
+    }
+    // A finish's ack is its commit (nobody on the request path waits for it).
+    let finished = store.record_finish(finish("p0", DAY0 + 9, CallStatus::Ok, 3));
+    std::thread::sleep(Duration::from_millis(300));
+    let count = || -> i64 { raw(&path).query_row("SELECT COUNT(*) FROM calls", [], |r| r.get(0)).expect("count") };
+    assert_eq!(count(), 0, "journaled records were committed before their pace ran out");
+    assert_eq!(store.ledger_stats().commits, commits, "the writer committed within the pace");
+    // A flush is urgent: it takes everything queued, in one transaction.
+    store.flush().wait_blocking().expect("flush");
+    finished.wait_blocking().expect("finish committed with the flush");
+    assert_eq!(count(), 5);
+    let status: String =
+        raw(&path).query_row("SELECT status FROM calls WHERE id = 'p0'", [], |r| r.get(0)).expect("p0");
+    assert_eq!(status, "ok");
+    assert_eq!(store.ledger_stats().commits, commits + 1, "one transaction for the flush and what waited");
+    store.close().expect("close");
+}
+
+#[test]
+fn journaled_records_are_committed_once_the_pace_runs_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = db_path(&dir);
+    let store = Store::open(&path, StoreOptions { commit_pace: Duration::from_millis(30), ..opts(1) }).expect("open");
+    store.record_start(start("late", DAY0, "m")).wait_blocking().expect("journaled");
+    let mut seen = false;
+    for _ in 0..500 {
+        std::thread::sleep(Duration::from_millis(10));
+        let n: i64 = raw(&path).query_row("SELECT COUNT(*) FROM calls", [], |r| r.get(0)).expect("count");
+        if n == 1 {
+            seen = true;
+            break;
+        }
+    }
+    assert!(seen, "a journaled start was never committed without a flush");
+    store.close().expect("close");
+}
+
 #[tokio::test]
 async fn a_full_disk_fails_only_the_affected_records_and_the_writer_keeps_going() {
     let store = Store::open_in_memory(opts(1)).expect("open");

@@ -25,7 +25,7 @@ use crate::store::queue::{Queue, Wake};
 use crate::store::{LATENCY_BOUNDS_MS, StoreError};
 
 /// The most commands applied in one transaction.
-const MAX_BATCH: usize = 256;
+pub(crate) const MAX_BATCH: usize = 256;
 
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 
@@ -55,6 +55,11 @@ pub(crate) enum Command {
 }
 
 impl Command {
+    /// A start or finish held in the call journal: its ack does not wait for the commit.
+    pub(crate) fn journaled(&self) -> bool {
+        matches!(self, Command::Start(_, _, Some(_)) | Command::Finish(_, _, Some(_)))
+    }
+
     pub(crate) fn name(&self) -> &'static str {
         match self {
             Command::Start(..) => "start",
@@ -150,6 +155,28 @@ impl Writer {
                 continue;
             }
             let starts = self.queue.take_starts(MAX_BATCH);
+            if self.queue.is_paced() {
+                // Journaled records: the starts need not commit ahead of the rest; one transaction.
+                let mut starts = starts.into_iter();
+                let mut taken = 0;
+                let rolled_back = self.execute(
+                    || {
+                        starts.next().or_else(|| {
+                            if taken == MAX_BATCH {
+                                return None;
+                            }
+                            taken += 1;
+                            self.queue.pop_rest()
+                        })
+                    },
+                    &mut shutting_down,
+                );
+                // A rollback fails the starts not yet applied (the rest stay queued).
+                if let Some(err) = rolled_back {
+                    starts.for_each(|cmd| cmd.fail(err.clone()));
+                }
+                continue;
+            }
             if !starts.is_empty() {
                 let mut starts = starts.into_iter();
                 if let Some(err) = self.execute(|| starts.next(), &mut shutting_down) {
