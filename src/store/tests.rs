@@ -710,6 +710,18 @@ fn acks_can_be_waited_on_without_a_runtime() {
     store.close().expect("close");
 }
 
+/// Polls `done` every 20 ms for up to 20 s (a loaded CI machine); whether it came true.
+fn eventually(mut done: impl FnMut() -> bool) -> bool {
+    (0..1000).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        done()
+    })
+}
+
+fn wal_is_empty(db: &Path) -> bool {
+    std::fs::metadata(db.with_extension("db-wal")).map(|m| m.len()).unwrap_or(0) == 0
+}
+
 #[test]
 fn idle_writer_checkpoints_the_wal() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -717,17 +729,7 @@ fn idle_writer_checkpoints_the_wal() {
     let store =
         Store::open(&path, StoreOptions { idle_checkpoint: Duration::from_millis(50), ..opts(1) }).expect("open");
     store.record_start(start("k", DAY0, "m")).wait_blocking().expect("committed");
-    let wal = path.with_extension("db-wal");
-    let mut truncated = false;
-    // Up to 20 s (a loaded CI machine); the loop ends as soon as the WAL is empty.
-    for _ in 0..1000 {
-        std::thread::sleep(Duration::from_millis(20));
-        if std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0) == 0 {
-            truncated = true;
-            break;
-        }
-    }
-    assert!(truncated, "WAL was not checkpointed");
+    assert!(eventually(|| wal_is_empty(&path)), "WAL was not checkpointed");
     store.close().expect("close");
 }
 
@@ -738,18 +740,9 @@ fn frames_written_while_opening_are_checkpointed_without_a_commit() {
     // checkpointer must not wait for a commit it has not seen to empty the WAL.
     let dir = tempfile::tempdir().expect("tempdir");
     let path = db_path(&dir);
-    let wal = path.with_extension("db-wal");
     let store =
         Store::open(&path, StoreOptions { idle_checkpoint: Duration::from_millis(50), ..opts(1) }).expect("open");
-    let mut truncated = false;
-    for _ in 0..1000 {
-        std::thread::sleep(Duration::from_millis(20));
-        if std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0) == 0 {
-            truncated = true;
-            break;
-        }
-    }
-    assert!(truncated, "the WAL left by opening was not checkpointed");
+    assert!(eventually(|| wal_is_empty(&path)), "the WAL left by opening was not checkpointed");
     store.close().expect("close");
 }
 
@@ -786,16 +779,9 @@ fn journaled_records_are_committed_once_the_pace_runs_out() {
     let path = db_path(&dir);
     let store = Store::open(&path, StoreOptions { commit_pace: Duration::from_millis(30), ..opts(1) }).expect("open");
     store.record_start(start("late", DAY0, "m")).wait_blocking().expect("journaled");
-    let mut seen = false;
-    for _ in 0..500 {
-        std::thread::sleep(Duration::from_millis(10));
-        let n: i64 = raw(&path).query_row("SELECT COUNT(*) FROM calls", [], |r| r.get(0)).expect("count");
-        if n == 1 {
-            seen = true;
-            break;
-        }
-    }
-    assert!(seen, "a journaled start was never committed without a flush");
+    let committed =
+        || raw(&path).query_row("SELECT COUNT(*) FROM calls", [], |r| r.get::<_, i64>(0)).expect("count") == 1;
+    assert!(eventually(committed), "a journaled start was never committed without a flush");
     store.close().expect("close");
 }
 
