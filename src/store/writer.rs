@@ -155,8 +155,9 @@ impl Writer {
                 continue;
             }
             let starts = self.queue.take_starts(MAX_BATCH);
-            if self.queue.is_paced() {
-                // Journaled records: the starts need not commit ahead of the rest; one transaction.
+            if self.queue.is_paced() && starts.iter().all(Command::journaled) {
+                // No start's ack waits for this commit: the starts need not commit ahead of the
+                // rest; one transaction. (A start whose journal append failed takes the path below.)
                 let mut starts = starts.into_iter();
                 let mut taken = 0;
                 let rolled_back = self.execute(
