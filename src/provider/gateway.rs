@@ -123,15 +123,15 @@ struct EmulatedSetup {
     deadline: Instant,
 }
 
-/// Whether a failed model of a group may hand the request to the next one: the same
-/// classification as retries ([`ProviderError::not_processed`]: connect errors, 429, 5xx), never
-/// a timeout after sending or a lost answer.
 /// The status a call that ended with `err` is recorded with: canceled (the client went away, a
 /// newer request superseded it, shutdown) is not an error.
 fn failed_status(err: &ProviderError) -> CallStatus {
     if matches!(err, ProviderError::Canceled) { CallStatus::Canceled } else { CallStatus::Error }
 }
 
+/// Whether a failed model of a group may hand the request to the next one: the same
+/// classification as retries ([`ProviderError::not_processed`]: connect errors, 429, 5xx), never
+/// a timeout after sending or a lost answer.
 fn may_fall_back(err: &ProviderError) -> bool {
     err.not_processed()
 }
