@@ -8,7 +8,8 @@ Start flip the engine (seen through its HTTP control API); the routing submenu s
 and checks the current one; the "Restore clients on stop" item mirrors the setting; `--hidden`
 starts no WebKit process; Open dashboard shows the window, closing it (WM_DELETE_WINDOW, as a
 window manager's close button) ends the window's WebKit processes while the app stays in the tray,
-and Open dashboard builds it again; a second instance hands over and exits; a budget passing its
+and Open dashboard builds it again; Copy endpoint URL puts the gateway's URL on the clipboard
+(read back by another X client, xclip); a second instance hands over and exits; a budget passing its
 warning threshold raises one desktop notification (the `Notify` call on
 `org.freedesktop.Notifications`, seen by `dbus-monitor`: no notification server is needed); Quit
 restores a routed client, exits with code 0 and leaves no process behind.
@@ -39,7 +40,12 @@ def find_service(pid):
     for line in busctl("list", "--no-legend").stdout.splitlines():
         cols = line.split()
         if len(cols) > 1 and cols[1] == str(pid):
-            if busctl("introspect", cols[0], OBJ, check=False).returncode == 0:
+            # The app also holds client connections (libdbus) that answer no call: skip those.
+            try:
+                r = subprocess.run(["busctl", "--user", "introspect", cols[0], OBJ], capture_output=True, timeout=3)
+            except subprocess.TimeoutExpired:
+                continue
+            if r.returncode == 0:
                 return cols[0]
     return None
 
@@ -175,6 +181,15 @@ class Upstream(BaseHTTPRequestHandler):
         pass
 
 
+def clipboard_text():
+    """The CLIPBOARD selection as another X client reads it (xclip), or None."""
+    try:
+        r = subprocess.run(["xclip", "-o", "-selection", "clipboard"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout if r.returncode == 0 else None
+
+
 def notify_summaries(path):
     """The summary (4th argument) of each Notify call in a dbus-monitor log."""
     out = []
@@ -251,6 +266,11 @@ def main():
         line = wait_for(lambda: (lambda s: s if s.startswith("Keyhaven: running on ") else None)(status_line(svc)), timeout=30)
         url = "http://" + line.removeprefix("Keyhaven: running on ") if line else ""
         c.check("Start starts it again", bool(line) and reachable(url), status_line(svc))
+
+        # Copy endpoint URL: another X client (xclip) reads it off the clipboard.
+        click(svc, "Copy endpoint URL")
+        copied = wait_for(lambda: (lambda t: t if t == f"{url}/v1" else None)(clipboard_text()), timeout=10)
+        c.check("Copy endpoint URL puts the gateway's /v1 URL on the clipboard", copied is not None, repr(clipboard_text()))
 
         # Routing mode submenu.
         click(svc, "Upstream (official service)")

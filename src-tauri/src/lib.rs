@@ -13,6 +13,7 @@
 
 mod autostart;
 mod commands;
+mod desktop;
 mod headless;
 mod host;
 mod tray;
@@ -97,14 +98,27 @@ fn init_tracing() -> LogRing {
 
 /// The tray app.
 fn run_app(args: &Args, logs: LogRing) -> anyhow::Result<()> {
+    let context = context();
+    // First, so a second instance hands over (the running one opens its window) before
+    // anything else starts.
+    let primary = match desktop::claim(&context.config().identifier) {
+        desktop::Claim::Primary(primary) => Some(primary),
+        desktop::Claim::HandedOver => {
+            tracing::info!("Keyhaven is already running: its window was opened");
+            return Ok(());
+        }
+        desktop::Claim::Unanswered(reason) => {
+            anyhow::bail!("Keyhaven is already running but did not answer ({reason}); quit it from its tray menu first")
+        }
+        desktop::Claim::Unavailable(reason) => {
+            tracing::warn!(%reason, "cannot look for a running instance; starting anyway");
+            None
+        }
+    };
     let (source, extras) = host::config_source(args, Some(logs))?;
     let hidden = args.hidden;
-    let app = tauri::Builder::default()
-        // First, so a second instance hands over before anything else starts.
-        .plugin(tauri_plugin_single_instance::init(|app, _argv, _cwd| window::open(app)))
+    let app = desktop::plugins(tauri::Builder::default())
         .plugin(tauri_plugin_autostart::Builder::new().app_name(autostart::ENTRY_NAME).arg("--hidden").build())
-        .plugin(tauri_plugin_clipboard_manager::init())
-        .plugin(tauri_plugin_notification::init())
         .invoke_handler(tauri::generate_handler![commands::control])
         .setup(move |app| {
             let supervisor = Supervisor::new(SupervisorOptions {
@@ -127,6 +141,10 @@ fn run_app(args: &Args, logs: LogRing) -> anyhow::Result<()> {
                 tray::refresh(&handle).await;
             });
             quit_on_signal(app.handle().clone());
+            if let Some(primary) = primary {
+                let handle = app.handle().clone();
+                primary.serve(move || window::open(&handle));
+            }
             // `--hidden` (start on login) builds no window: no WebKit process until it opens.
             if !hidden {
                 window::open(app.handle());
@@ -142,7 +160,7 @@ fn run_app(args: &Args, logs: LogRing) -> anyhow::Result<()> {
                 window::destroyed(w.app_handle());
             }
         })
-        .build(context())?;
+        .build(context)?;
     app.run(|_app, event| {
         // Only `quit` ends the app (with a code); no window must end it implicitly.
         if let RunEvent::ExitRequested { code: None, api, .. } = event {

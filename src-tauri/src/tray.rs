@@ -11,8 +11,8 @@
 //! Alerts: the engine decides (`provider::budget`: a budget's soft threshold and its limit, each
 //! once per period, remembered in the ledger across restarts) and reports them in
 //! `/api/budgets`' `alerts`; the tray only shows each alert it has not shown yet as a desktop
-//! notification (tauri-plugin-notification; on Linux `org.freedesktop.Notifications` on the
-//! session D-Bus), at the next poll.
+//! notification (`desktop::notify`: on Linux `org.freedesktop.Notifications` on the session
+//! D-Bus), at the next poll.
 //!
 //! Cursor: a third line follows the update guard (`/api/cursor/versions`): a Cursor version whose
 //! self-test failed shows "Cursor 3.16.2: self-test failed — using Cursor's servers" (also in
@@ -27,8 +27,6 @@ use tauri::image::Image;
 use tauri::menu::{CheckMenuItem, Menu, MenuEvent, MenuItem, PredefinedMenuItem, Submenu};
 use tauri::tray::TrayIconBuilder;
 use tauri::{AppHandle, Manager, Runtime};
-use tauri_plugin_clipboard_manager::ClipboardExt;
-use tauri_plugin_notification::NotificationExt;
 
 /// The tray's id (its D-Bus object is `/org/ayatana/NotificationItem/tray_icon_tray_app_keyhaven`).
 pub const TRAY_ID: &str = "keyhaven";
@@ -181,9 +179,7 @@ pub(crate) fn unseen(
 fn notify<R: Runtime>(app: &AppHandle<R>, tray: &Tray<R>, report: &dto::BudgetReport) {
     for alert in unseen(&tray.shown, report, tray.started_ms) {
         let (title, body) = alert_notice(&alert, report.utc_offset_s);
-        if let Err(e) = app.notification().builder().title(&title).body(&body).show() {
-            tracing::warn!(error = %e, budget = %alert.budget, "budget notification not shown");
-        }
+        crate::desktop::notify(app, &title, &body);
     }
 }
 
@@ -323,10 +319,8 @@ fn on_menu<R: Runtime>(app: &AppHandle<R>, event: MenuEvent) {
         id::OPEN | id::CURSOR => crate::window::open(&app),
         id::QUIT => crate::quit(&app),
         id::COPY_URL => {
-            if let Some(url) = supervisor.status().gateway_url
-                && let Err(e) = app.clipboard().write_text(format!("{url}/v1"))
-            {
-                tracing::warn!(error = %e, "could not copy the endpoint URL");
+            if let Some(url) = supervisor.status().gateway_url {
+                crate::desktop::copy_text(&app, format!("{url}/v1"));
             }
         }
         _ => {
