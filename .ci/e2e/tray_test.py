@@ -3,7 +3,7 @@
 busctl, stdlib only.
 
 Usage: tray_test.py APP_BINARY  inside a D-Bus session and a display, with KEYHAVEN_CONFIG /
-KEYHAVEN_DATA_DIR and a throwaway HOME. Checks: the status line follows the engine; Stop and
+KEYHAVEN_DATA_DIR and a throwaway HOME. Checks: the status line and the icon (its pixels, against `src-tauri/icons/`) follow the engine; Stop and
 Start flip the engine (seen through its HTTP control API); the routing submenu switches the mode
 and checks the current one; the "Restore clients on stop" item mirrors the setting; `--hidden`
 starts no WebKit process; Open dashboard shows the window, closing it (WM_DELETE_WINDOW, as a
@@ -17,10 +17,12 @@ restores a routed client, exits with code 0 and leaves no process behind.
 
 import json
 import os
+import struct
 import subprocess
 import sys
 import threading
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -181,6 +183,60 @@ class Upstream(BaseHTTPRequestHandler):
         pass
 
 
+ITEM = "/org/ayatana/NotificationItem/tray_icon_tray_app_keyhaven"
+ICONS = os.path.join(os.path.dirname(__file__), "..", "..", "src-tauri", "icons")
+
+
+def png_pixels(path):
+    """(width, height, RGBA bytes) of an 8-bit RGBA, non-interlaced PNG (stdlib only)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat, width, height = 8, b"", 0, 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", body)
+            assert (depth, color, interlace) == (8, 6, 0), f"unsupported PNG {depth=} {color=} {interlace=}"
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    raw, stride, out, prev = zlib.decompress(idat), width * 4, bytearray(), bytearray(width * 4)
+    for y in range(height):
+        kind, row = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = row[i - 4] if i >= 4 else 0
+            b, c = prev[i], (prev[i - 4] if i >= 4 else 0)
+            if kind == 1:
+                row[i] = (row[i] + a) & 0xFF
+            elif kind == 2:
+                row[i] = (row[i] + b) & 0xFF
+            elif kind == 3:
+                row[i] = (row[i] + (a + b) // 2) & 0xFF
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                row[i] = (row[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
+        out += row
+        prev = row
+    return width, height, bytes(out)
+
+
+def tray_icon(svc):
+    """The pixels of the icon the tray shows (the StatusNotifierItem's IconName is a PNG file)."""
+    r = busctl("--json=short", "get-property", svc, ITEM, "org.kde.StatusNotifierItem", "IconName")
+    return png_pixels(json.loads(r.stdout)["data"])
+
+
+def shows_icon(svc, name):
+    """Whether the tray shows the pixels of src-tauri/icons/<name>.png."""
+    try:
+        return tray_icon(svc) == png_pixels(os.path.join(ICONS, f"{name}.png"))
+    except (OSError, RuntimeError, AssertionError, KeyError, ValueError):
+        return False
+
+
 def clipboard_text():
     """The CLIPBOARD selection as another X client reads it (xclip), or None."""
     try:
@@ -228,6 +284,7 @@ def main():
             return c.summary()
         line = wait_for(lambda: (lambda s: s if s.startswith("Keyhaven: running on ") else None)(status_line(svc)), timeout=30)
         c.check("the status line says running", line is not None, status_line(svc))
+        c.check("the tray shows the running icon (its pixels)", wait_for(lambda: shows_icon(svc, "tray-running"), timeout=10))
         url = "http://" + line.removeprefix("Keyhaven: running on ") if line else ""
         token = control_token(data_dir)
         status, body = http_json("GET", f"{url}/api/status", token=token)
@@ -261,6 +318,7 @@ def main():
         click(svc, "Stop")
         stopped = wait_for(lambda: status_line(svc) == "Keyhaven: stopped", timeout=30)
         c.check("Stop stops the engine (status line, closed port)", stopped and not reachable(url), status_line(svc))
+        c.check("…and the tray shows the stopped icon", wait_for(lambda: shows_icon(svc, "tray-stopped"), timeout=10))
         c.check("the routing submenu is disabled while stopped", not enabled(svc, "Local"))
         click(svc, "Start")
         line = wait_for(lambda: (lambda s: s if s.startswith("Keyhaven: running on ") else None)(status_line(svc)), timeout=30)

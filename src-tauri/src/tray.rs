@@ -69,15 +69,17 @@ struct Tray<R: Runtime> {
     started_ms: i64,
 }
 
-fn icon(state: EngineState) -> Option<Image<'static>> {
-    let bytes: &[u8] = match state {
-        EngineState::Running => include_bytes!("../icons/tray-running.png"),
-        EngineState::Error => include_bytes!("../icons/tray-error.png"),
-        EngineState::Starting | EngineState::Stopping | EngineState::Stopped => {
-            include_bytes!("../icons/tray-stopped.png")
-        }
-    };
-    Image::from_bytes(bytes).ok()
+/// The tray icon of a state: decoded to RGBA when this is compiled (`include_image!`), so no
+/// PNG decoder is linked into the app.
+fn icon(state: EngineState) -> Image<'static> {
+    const RUNNING: Image<'static> = tauri::include_image!("icons/tray-running.png");
+    const ERROR: Image<'static> = tauri::include_image!("icons/tray-error.png");
+    const STOPPED: Image<'static> = tauri::include_image!("icons/tray-stopped.png");
+    match state {
+        EngineState::Running => RUNNING,
+        EngineState::Error => ERROR,
+        EngineState::Starting | EngineState::Stopping | EngineState::Stopped => STOPPED,
+    }
 }
 
 /// The first menu line and the tooltip.
@@ -218,11 +220,12 @@ pub fn install<R: Runtime>(app: &AppHandle<R>) -> tauri::Result<()> {
             &quit,
         ],
     )?;
-    let mut builder = TrayIconBuilder::with_id(TRAY_ID).tooltip("Keyhaven").menu(&menu).on_menu_event(on_menu);
-    if let Some(i) = icon(EngineState::Stopped) {
-        builder = builder.icon(i);
-    }
-    builder.build(app)?;
+    TrayIconBuilder::with_id(TRAY_ID)
+        .tooltip("Keyhaven")
+        .menu(&menu)
+        .on_menu_event(on_menu)
+        .icon(icon(EngineState::Stopped))
+        .build(app)?;
     app.manage(Tray {
         status,
         spend,
@@ -306,7 +309,7 @@ pub async fn refresh<R: Runtime>(app: &AppHandle<R>) {
     let _ = tray.restore.set_enabled(running);
     let _ = tray.restore.set_checked(tray.restore_on_stop.load(Ordering::Relaxed));
     if let Some(t) = app.tray_by_id(TRAY_ID) {
-        let _ = t.set_icon(icon(status.state));
+        let _ = t.set_icon(Some(icon(status.state)));
         let _ = t.set_tooltip(Some(&text));
     }
 }
