@@ -9,7 +9,8 @@ and checks the current one; the "Restore clients on stop" item mirrors the setti
 starts no WebKit process; Open dashboard shows the window, closing it (WM_DELETE_WINDOW, as a
 window manager's close button) ends the window's WebKit processes while the app stays in the tray,
 and Open dashboard builds it again; Copy endpoint URL puts the gateway's URL on the clipboard
-(read back by another X client, xclip); a second instance hands over and exits; a budget passing its
+(read back by another X client, xclip); a second instance hands over and exits, and one started
+while the first does not answer (SIGSTOP) exits 1 instead of running beside it; a budget passing its
 warning threshold raises one desktop notification (the `Notify` call on
 `org.freedesktop.Notifications`, seen by `dbus-monitor`: no notification server is needed); Quit
 restores a routed client, exits with code 0 and leaves no process behind.
@@ -17,6 +18,7 @@ restores a routed client, exits with code 0 and leaves no process behind.
 
 import json
 import os
+import signal
 import struct
 import subprocess
 import sys
@@ -343,6 +345,18 @@ def main():
         # Single instance: a second start hands over to this one and exits.
         second = subprocess.run([binary], stdout=log, stderr=subprocess.STDOUT, timeout=30)
         c.check("a second instance exits with code 0 and the first keeps running", second.returncode == 0 and app.poll() is None, f"rc={second.returncode}")
+        # A first instance that holds the name but does not answer (stopped): the new start must
+        # not run a second engine on the same data; it exits 1 and says why.
+        os.kill(app.pid, signal.SIGSTOP)
+        try:
+            frozen = subprocess.run([binary], capture_output=True, text=True, timeout=60)
+        finally:
+            os.kill(app.pid, signal.SIGCONT)
+        log.write(frozen.stdout + frozen.stderr)
+        c.check("a start while the running instance does not answer exits 1 and says so",
+                frozen.returncode == 1 and "already running but did not answer" in frozen.stderr,
+                f"rc={frozen.returncode} {frozen.stderr[-300:]!r}")
+        c.check("…and the running instance carries on", wait_for(lambda: reachable(url), timeout=15) and app.poll() is None)
 
         # Restore on stop, through the tray item; then Quit puts the routed client back.
         os.makedirs(os.path.join(home, ".claude"), exist_ok=True)
