@@ -4,10 +4,10 @@
 //!
 //! On Linux they are written against what is already in the build: the session D-Bus through
 //! the `dbus` crate (libdbus, which the keyring's Secret Service client links anyway) and GTK's
-//! clipboard (GTK runs the tray). The Tauri plugins for the same three jobs each bring a D-Bus
-//! stack of their own (zbus 5 and zbus 6 with their async runtime) and a Wayland and X11
-//! clipboard stack: about a fifth of the crates of a cold build. Elsewhere (macOS, Windows:
-//! configured, not built here) the plugins do the work.
+//! clipboard (GTK runs the tray). The Tauri plugins for the same three jobs brought two more
+//! D-Bus stacks (zbus 5 and zbus 6, with their async runtime) and a Wayland and X11 clipboard
+//! stack: 55 crates of a cold build. Elsewhere (macOS, Windows: configured, not built here) the
+//! plugins do the work.
 //!
 //! The D-Bus names are those of the Desktop Notifications Specification and, for the hand-over,
 //! the ones `tauri-plugin-single-instance` uses (`<identifier>.SingleInstance`, method
