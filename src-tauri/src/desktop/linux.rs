@@ -90,17 +90,29 @@ pub fn claim(identifier: &str) -> Claim {
         Ok(c) => c,
         Err(e) => return Claim::Unavailable(e.to_string()),
     };
-    // Not queued, not replaceable: the first instance keeps the name until it exits.
-    match connection.request_name(name.as_str(), false, false, true) {
-        Ok(RequestNameReply::PrimaryOwner | RequestNameReply::AlreadyOwner) => {
-            Claim::Primary(Primary { connection, path })
+    // Not queued, not replaceable: the first instance keeps the name until it exits. A second
+    // try covers an owner that quit between the request and the hand-over (the name is free);
+    // an owner that does not answer is not waited for twice.
+    let mut unanswered = String::new();
+    for _ in 0..2 {
+        match connection.request_name(name.as_str(), false, false, true) {
+            Ok(RequestNameReply::PrimaryOwner | RequestNameReply::AlreadyOwner) => {
+                return Claim::Primary(Primary { connection, path });
+            }
+            Ok(RequestNameReply::Exists | RequestNameReply::InQueue) => match hand_over(&connection, &name, &path) {
+                Ok(()) => return Claim::HandedOver,
+                Err(e) if owner_gone(&e) => unanswered = e.to_string(),
+                Err(e) => return Claim::Unanswered(e.to_string()),
+            },
+            Err(e) => return Claim::Unavailable(e.to_string()),
         }
-        Ok(RequestNameReply::Exists | RequestNameReply::InQueue) => match hand_over(&connection, &name, &path) {
-            Ok(()) => Claim::HandedOver,
-            Err(e) => Claim::Unanswered(e.to_string()),
-        },
-        Err(e) => Claim::Unavailable(e.to_string()),
     }
+    Claim::Unanswered(unanswered)
+}
+
+/// Whether a failed hand-over failed because the name has no owner any more.
+fn owner_gone(e: &dbus::Error) -> bool {
+    matches!(e.name(), Some("org.freedesktop.DBus.Error.ServiceUnknown" | "org.freedesktop.DBus.Error.NameHasNoOwner"))
 }
 
 fn hand_over(connection: &Connection, name: &str, path: &str) -> Result<(), dbus::Error> {
