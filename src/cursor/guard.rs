@@ -226,12 +226,23 @@ impl Guard {
         self.versions.lock().unwrap_or_else(PoisonError::into_inner).get(version).map(|e| e.state.clone())
     }
 
+    /// Runs the self-test in the background. A result that arrives once shutdown has begun is
+    /// not recorded: the test's own parts (its provider, its runs) are being cancelled then, so a
+    /// failure says nothing about the version, and recording it would pass every later request
+    /// of that version through to Cursor's servers. The row stays `running`, so the version is
+    /// tested again when it is next seen.
     fn spawn_test(self: &Arc<Self>, version: String) {
         let guard = self.clone();
         let fault = *self.fault.lock().unwrap_or_else(PoisonError::into_inner);
         let fut = self.test.run(fault);
-        self.spawner.spawn(self.spawner.root_token().child_token(), async move {
+        let token = self.spawner.root_token().child_token();
+        let stopping = token.clone();
+        self.spawner.spawn(token, async move {
             let result = fut.await;
+            if stopping.is_cancelled() {
+                tracing::debug!(version, "Cursor self-test interrupted by shutdown; it runs again next time");
+                return;
+            }
             guard.finish(&version, result);
         });
     }

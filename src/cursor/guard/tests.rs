@@ -84,3 +84,49 @@ async fn a_failure_passes_through_until_a_retry_passes() {
     assert_eq!(guard.observe("4.0.0"), Verdict::Serve);
     assert_eq!(guard.state("4.0.0"), None, "off: nothing recorded or tested");
 }
+
+/// A self-test whose step sees the shutdown: it cancels the engine's tasks, as the shutdown does,
+/// and fails the way a step fails when its provider and runs are cancelled under it.
+#[derive(Debug)]
+struct SeesShutdown {
+    spawner: Spawner,
+    ran: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl SelfTest for SeesShutdown {
+    fn run(&self, _fault: Option<Step>) -> Pin<Box<dyn Future<Output = SelfTestResult> + Send + 'static>> {
+        let root = self.spawner.root_token().clone();
+        let ran = self.ran.clone();
+        Box::pin(async move {
+            root.cancel();
+            ran.store(true, Ordering::SeqCst);
+            Err(StepFailure { step: Step::TextTurn, detail: "the run ended".into() })
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_failure_seen_during_shutdown_is_not_recorded_and_the_version_is_tested_again() {
+    let store = Arc::new(Store::open_in_memory(StoreOptions::default()).expect("store"));
+    let spawner = Spawner::new();
+    let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let test = Arc::new(SeesShutdown { spawner: spawner.clone(), ran: ran.clone() });
+    let guard = Guard::load(Some(store.clone()), spawner.clone(), test).await;
+    assert_eq!(guard.observe("2.6.19"), Verdict::Serve);
+    while !ran.load(Ordering::SeqCst) {
+        tokio::task::yield_now().await;
+    }
+    assert!(spawner.shutdown(std::time::Duration::from_secs(5)).await, "the test task ends");
+    assert_eq!(guard.state("2.6.19"), Some(TestState::Running), "no verdict from a shutdown");
+    store.flush().await.expect("flush");
+    let rows = store.cursor_versions().await.expect("rows");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].test_status.as_deref(), Some("running"), "{rows:?}");
+
+    // The next engine tests the version again and serves it meanwhile.
+    let counting = Arc::new(Counting::default());
+    let guard = Guard::load(Some(store), Spawner::new(), Arc::new(counting.clone())).await;
+    assert_eq!(guard.observe("2.6.19"), Verdict::Serve);
+    assert_eq!(settle(&guard, "2.6.19").await, TestState::Passed);
+    assert_eq!(counting.runs.load(Ordering::SeqCst), 1);
+}
