@@ -43,8 +43,15 @@ kh_need_rust() {
   command -v cc >/dev/null 2>&1 || kh_apt build-essential
 }
 
-# The engine: D-Bus headers for the keyring's Secret Service backend.
-kh_need_engine_libs() { kh_need_rust; kh_need_pc dbus-1 libdbus-1-dev; }
+# The engine: D-Bus headers for the keyring's Secret Service backend, and SQLite (the system's
+# library; the store needs 3.37 or newer).
+kh_need_engine_libs() {
+  kh_need_rust
+  kh_need_pc dbus-1 libdbus-1-dev
+  kh_need_pc sqlite3 libsqlite3-dev
+  pkg-config --atleast-version=3.37 sqlite3 \
+    || kh_die "SQLite $(pkg-config --modversion sqlite3) is too old: Keyhaven needs 3.37 or newer (Debian 12 and Ubuntu 22.04 have it)"
+}
 
 # The tray app: WebKitGTK, the tray indicator and librsvg (see docs/tauri-linux.md §1).
 kh_need_app_libs() {

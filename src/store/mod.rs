@@ -239,7 +239,22 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// The oldest SQLite the store runs on: `STRICT` tables (3.37) and `RETURNING` (3.35). Linux and
+/// macOS builds link the system's library (Debian 12 ships 3.40); Windows builds bundle one.
+pub const MIN_SQLITE_VERSION: i32 = 3_037_000;
+
+/// `Err` names the SQLite found when it is older than [`MIN_SQLITE_VERSION`].
+fn check_sqlite_version(found: i32, name: &str) -> Result<(), String> {
+    if found >= MIN_SQLITE_VERSION {
+        return Ok(());
+    }
+    Err(format!("SQLite {name} is too old: Keyhaven needs 3.37 or newer (install a newer libsqlite3)"))
+}
+
 fn configure(conn: &Connection, opts: &StoreOptions, file_backed: bool) -> rusqlite::Result<()> {
+    check_sqlite_version(rusqlite::version_number(), rusqlite::version()).map_err(|m| {
+        rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_MISUSE), Some(m))
+    })?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     if file_backed {
         let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;

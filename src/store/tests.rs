@@ -1218,3 +1218,13 @@ fn the_writer_and_checkpointer_threads_run_below_the_request_paths_priority() {
     store.close().expect("close");
     assert!(settled(&seen), "{seen:?}");
 }
+
+#[test]
+fn an_sqlite_older_than_3_37_is_refused_by_name() {
+    assert_eq!(super::check_sqlite_version(3_037_000, "3.37.0"), Ok(()));
+    assert_eq!(super::check_sqlite_version(3_040_001, "3.40.1"), Ok(()));
+    let err = super::check_sqlite_version(3_036_000, "3.36.0").expect_err("too old");
+    assert!(err.contains("3.36.0") && err.contains("3.37"), "{err}");
+    // The library this build links passes (the store's tests would fail otherwise).
+    assert!(rusqlite::version_number() >= super::MIN_SQLITE_VERSION, "linked: {}", rusqlite::version());
+}
