@@ -178,7 +178,7 @@ impl Conn {
                 connect::encode_append(request_id, seqno, msg),
             )
             .await;
-        assert_eq!(resp.status(), StatusCode::OK);
+        let resp = ok_or_panic(resp, "BidiAppend").await;
         let body = resp.into_body().collect().await.expect("body").to_bytes();
         assert!(body.is_empty(), "BidiAppend answers with an empty body");
     }
@@ -576,8 +576,7 @@ impl CursorSim {
                 connect::encode_envelope(&open, false).to_vec(),
             )
             .await;
-        assert_eq!(resp.status(), StatusCode::OK);
-        resp
+        ok_or_panic(resp, "RunSSE open").await
     }
 
     fn read_run(&self, request_id: &str, resp: Response<Incoming>, seq: Arc<AtomicU64>, policy: Policy) -> Run {
@@ -759,6 +758,17 @@ pub fn run_request(turn: &Turn, workspace: &str) -> agent::AgentClientMessage {
             ..Default::default()
         })),
     }
+}
+
+/// `resp` when it is a 200; otherwise panics with its status and body (e.g. the proxy's answer
+/// when a request went to Cursor's servers, which tests cannot reach).
+async fn ok_or_panic(resp: Response<Incoming>, what: &str) -> Response<Incoming> {
+    if resp.status() == StatusCode::OK {
+        return resp;
+    }
+    let status = resp.status();
+    let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    panic!("{what} answered {status}: {}", String::from_utf8_lossy(&body));
 }
 
 async fn next_envelope(body: &mut Incoming, dec: &mut EnvelopeDecoder) -> Option<Envelope> {
