@@ -55,7 +55,7 @@ pub struct Options {
     /// `KEY=VALUE` pairs added to the gateways' environment (experiments: `TOKIO_WORKER_THREADS`,
     /// `GLIBC_TUNABLES`, `RUST_LOG`).
     pub gateway_env: Vec<String>,
-    /// Also run every non-streaming cell through a null TCP forwarder pinned like the gateway.
+    /// Also run every cell through a null TCP forwarder pinned like the gateway, with its CPU.
     pub forwarder: bool,
     /// Measured Cursor Tab suggestions (0: no Tab cell).
     pub tab_suggestions: u32,
@@ -217,15 +217,6 @@ impl Gateway {
         format!("http://{}", self.addr)
     }
 
-    /// utime + stime, in clock ticks.
-    fn cpu_ticks(&self) -> Option<u64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).ok()?;
-        // Fields after the `(comm)`, which may hold spaces: state is field 3, utime 14, stime 15.
-        let rest = &stat[stat.rfind(')')? + 2..];
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
-    }
-
     fn rss_kib(&self) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).ok()?;
         status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|r| r.split_whitespace().next())?.parse().ok()
@@ -277,6 +268,10 @@ impl Forwarder {
         Ok(Forwarder { child, addr })
     }
 
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     fn stop(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -301,6 +296,15 @@ pub fn forward_main(upstream: SocketAddr) -> anyhow::Result<()> {
             });
         }
     })
+}
+
+/// A process's utime + stime, in clock ticks.
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the `(comm)`, which may hold spaces: state is field 3, utime 14, stime 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
 }
 
 /// Clock ticks per second (`getconf CLK_TCK`, 100 if unknown).
@@ -362,7 +366,7 @@ struct Cell {
     direct: Run,
     on: Run,
     off: Run,
-    /// Through the null forwarder (non-streaming cells with `--forwarder`).
+    /// Through the null forwarder (with `--forwarder`).
     forwarded: Option<Run>,
 }
 
@@ -372,10 +376,10 @@ async fn run_one(
     kind: Kind,
     rate: u32,
     target: &Target,
-    gateway: Option<&Gateway>,
+    measured_pid: Option<u32>,
     tck: f64,
 ) -> Run {
-    let before = gateway.and_then(Gateway::cpu_ticks);
+    let before = measured_pid.and_then(cpu_ticks);
     let t0 = Instant::now();
     let stream = kind == Kind::Stream;
     let run = if stream {
@@ -386,7 +390,7 @@ async fn run_one(
         Run::of_samples(&s, None)
     };
     let wall = t0.elapsed().as_secs_f64();
-    let after = gateway.and_then(Gateway::cpu_ticks);
+    let after = measured_pid.and_then(cpu_ticks);
     let cpu = before.zip(after).map(|(b, a)| (a.saturating_sub(b)) as f64 / tck / wall.max(1e-9) * 100.0);
     Run { cpu, ..run }
 }
@@ -453,14 +457,16 @@ pub async fn run(opts: Options) -> anyhow::Result<String> {
                 opts.duration, opts.warmup
             ));
             let d = run_one(&client, &opts, kind, rate, &direct, None, tck).await;
-            let a = run_one(&client, &opts, kind, rate, &via_on, Some(&on), tck).await;
-            let b = run_one(&client, &opts, kind, rate, &via_off, Some(&off), tck).await;
+            let a = run_one(&client, &opts, kind, rate, &via_on, Some(on.pid), tck).await;
+            let b = run_one(&client, &opts, kind, rate, &via_off, Some(off.pid), tck).await;
+            // The same traffic (the mock's own dialect) through a process that only copies bytes:
+            // its CPU is what the machine charges for moving these bytes at all.
             let f = match &forwarder {
-                Some(fw) if kind != Kind::Stream => {
+                Some(fw) => {
                     let t = Target::chat(&format!("http://{}", fw.addr), "mock-model");
-                    Some(run_one(&client, &opts, kind, rate, &t, None, tck).await)
+                    Some(run_one(&client, &opts, kind, rate, &t, Some(fw.pid()), tck).await)
                 }
-                _ => None,
+                None => None,
             };
             cells.push(Cell { kind, rate, direct: d, on: a, off: b, forwarded: f });
         }
@@ -666,11 +672,12 @@ fn render(
         if let Some(f) = &c.forwarded {
             writeln!(
                 o,
-                "| {name}: null TCP forwarder | {} | — | {} | {} | {} | | | {} |",
+                "| {name}: null TCP forwarder | {} | — | {} | {} | {} | | {} | {} |",
                 c.rate,
                 pair(&c.direct.main),
                 pair(&f.main),
                 over(&c.direct.main, &f.main),
+                cpu(f),
                 f.errors,
             )?;
         }
@@ -684,6 +691,16 @@ fn render(
                     pair(dg),
                     pair(g),
                     over(dg, g)
+                )?;
+            }
+            if let Some(fg) = c.forwarded.as_ref().and_then(|f| f.gap.as_ref()) {
+                writeln!(
+                    o,
+                    "| streaming, chunk gap: null TCP forwarder | {} | — | {} | {} | {} | | | |",
+                    c.rate,
+                    pair(dg),
+                    pair(fg),
+                    over(dg, fg)
                 )?;
             }
         }
@@ -751,7 +768,8 @@ fn render(
     writeln!(
         o,
         "\nOverhead = gateway percentile minus the direct percentile of the same cell (not per-request differences).\n\
-         CPU: the gateway process's utime+stime over the run (warm-up included) as % of one core."
+         CPU: the gateway's (or the forwarder's) utime+stime over the run (warm-up included) as % of one core; \
+         the forwarder's is what moving the same bytes through any process costs on this machine."
     )?;
     Ok(o)
 }

@@ -149,7 +149,7 @@ struct Args {
     /// experiments such as `TOKIO_WORKER_THREADS=1` or `RUST_LOG=warn`.
     #[arg(long)]
     gateway_env: Vec<String>,
-    /// External mode: also run the non-streaming cells through a null TCP forwarder pinned like
+    /// External mode: also run every cell through a null TCP forwarder pinned like
     /// the gateway (the cost of any extra process hop on this machine).
     #[arg(long)]
     forwarder: bool,
