@@ -6,6 +6,8 @@
 # mode for comparison.
 #
 #   bench/app-memory.sh [APP_BINARY] [IDLE_SECONDS]      (default target/release/keyhaven-app, 20 s)
+#   KEYHAVEN_MEMORY_MAPS=N  also lists the app process's N largest resident mappings per state
+#                           (file and permissions, from /proc/PID/smaps): what stays after a close.
 #
 # Runs under Xvfb in a private D-Bus session with a throwaway HOME, data dir and port-0 config.
 # Needs xvfb-run, dbus-run-session, gnome-keyring-daemon, python3, curl, xdotool.
@@ -54,6 +56,24 @@ print(f"  {'total':<22} {total_rss/1024:8.1f} MB RSS {total_pss/1024:8.1f} MB PS
 PY
 }
 
+# "  MB perms file" for the N largest resident mappings of a process, summed per file and perms.
+mappings() {
+  python3 - "$1" "$2" <<'PY'
+import collections, sys
+pid, n = sys.argv[1], int(sys.argv[2])
+rss = collections.Counter()
+key = None
+for line in open(f"/proc/{pid}/smaps"):
+    parts = line.split()
+    if parts and "-" in parts[0] and not parts[0].endswith(":"):
+        key = (parts[5].rsplit("/", 1)[-1] if len(parts) > 5 else "[anon]", parts[1])
+    elif parts and parts[0] == "Rss:" and key:
+        rss[key] += int(parts[1])
+for (name, perms), kib in rss.most_common(n):
+    print(f"    {kib/1024:7.1f} MB {perms} {name}")
+PY
+}
+
 # Closes the dashboard window the way a window manager does.
 close_window() {
   python3 - "$E2E" <<'PY'
@@ -79,6 +99,7 @@ run() {  # label, close-after-idle (yes/no), args...
   if [ "$close" = yes ]; then close_window; sleep "$IDLE"; fi
   echo "$label (after ${IDLE} s idle):"
   measure "$pid"
+  [ -z "${KEYHAVEN_MEMORY_MAPS:-}" ] || mappings "$pid" "$KEYHAVEN_MEMORY_MAPS"
   kill -TERM "$pid"; wait "$pid" || true
 }
 
