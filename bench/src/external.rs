@@ -300,10 +300,15 @@ pub fn forward_main(upstream: SocketAddr) -> anyhow::Result<()> {
 
 /// A process's utime + stime, in clock ticks.
 fn cpu_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the `(comm)`, which may hold spaces: state is field 3, utime 14, stime 15.
-    let rest = &stat[stat.rfind(')')? + 2..];
+    stat_cpu_ticks(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// utime + stime from a `/proc/PID/stat` line (proc(5): `pid (comm) state ppid …`, utime is
+/// field 14 and stime field 15, counting from 1; `comm` may hold spaces and parentheses).
+fn stat_cpu_ticks(stat: &str) -> Option<u64> {
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3 (state), so fields 14 and 15 are its 12th and 13th.
     Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
 }
 
@@ -772,4 +777,18 @@ fn render(
          the forwarder's is what moving the same bytes through any process costs on this machine."
     )?;
     Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stat_cpu_ticks;
+
+    #[test]
+    fn cpu_ticks_are_fields_14_and_15_of_proc_stat_whatever_the_command_name() {
+        // A line shaped as proc(5) describes it: utime 1234, stime 56.
+        let line = "4242 (tokio (rt) 1) S 1 4242 4242 0 -1 4194560 900 0 0 0 1234 56 0 0 20 0 9 0 77 0 0";
+        assert_eq!(stat_cpu_ticks(line), Some(1290));
+        assert_eq!(stat_cpu_ticks("4242 (x) S 1 2"), None, "a truncated line");
+        assert_eq!(stat_cpu_ticks("no parenthesis here"), None);
+    }
 }
