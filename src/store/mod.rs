@@ -149,7 +149,10 @@ pub struct StoreOptions {
     pub max_wal_bytes: u64,
     /// How long journaled starts and finishes may wait for company before the writer commits
     /// them (one transaction for all that came meanwhile). Only with a call journal: without
-    /// one, a start's ack is its commit and the writer takes it at once.
+    /// one, a start's ack is its commit and the writer takes it at once. The default (50 ms) is
+    /// what a person cannot see on the Calls page; a shorter pace commits more often, and each
+    /// commit rewrites the pages it touches (at 500 streams/s the writer thread took about
+    /// 7.5 % of a core at 5 ms and 2.5 % at 50 ms).
     pub commit_pace: Duration,
 }
 
@@ -162,7 +165,7 @@ impl Default for StoreOptions {
             idle_checkpoint: Duration::from_secs(5),
             checkpoint_interval: Duration::from_millis(500),
             max_wal_bytes: 64 * 1024 * 1024,
-            commit_pace: Duration::from_millis(5),
+            commit_pace: Duration::from_millis(50),
         }
     }
 }
