@@ -150,9 +150,10 @@ def close_window(xid):
         x11.XCloseDisplay(display)
 
 
-def child_processes(pid):
-    """{pid: name} of the direct children of `pid` (the WebKit web and network processes)."""
-    out = {}
+def descendants(pid):
+    """{pid: name} of the live processes under `pid`, at any depth (on Linux the window's own
+    process, and under it the WebKit web and network processes)."""
+    parents, names = {}, {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
@@ -161,6 +162,11 @@ def child_processes(pid):
             except OSError:
                 continue
             fields = stat.rsplit(")", 1)[1].split()
-            if fields[1] == str(pid) and fields[0] != "Z":
-                out[int(entry)] = stat.split("(", 1)[1].rsplit(")", 1)[0]
+            if fields[0] != "Z":
+                parents[int(entry)] = int(fields[1])
+                names[int(entry)] = stat.split("(", 1)[1].rsplit(")", 1)[0]
+    out, frontier = {}, {pid}
+    while frontier:
+        frontier = {p for p, parent in parents.items() if parent in frontier and p not in out}
+        out.update({p: names[p] for p in frontier})
     return out

@@ -6,9 +6,10 @@ Usage: tray_test.py APP_BINARY  inside a D-Bus session and a display, with KEYHA
 KEYHAVEN_DATA_DIR and a throwaway HOME. Checks: the status line and the icon (its pixels, against `src-tauri/icons/`) follow the engine; Stop and
 Start flip the engine (seen through its HTTP control API); the routing submenu switches the mode
 and checks the current one; the "Restore clients on stop" item mirrors the setting; `--hidden`
-starts no WebKit process; Open dashboard shows the window, closing it (WM_DELETE_WINDOW, as a
-window manager's close button) ends the window's WebKit processes while the app stays in the tray,
-and Open dashboard builds it again; Copy endpoint URL puts the gateway's URL on the clipboard
+starts no WebKit process; Open dashboard shows the window, in a process of its own; closing it
+(WM_DELETE_WINDOW, as a window manager's close button) ends that process and its WebKit processes
+while the app stays in the tray, whose own process never loaded Mesa or LLVM, and Open dashboard
+builds it again; Copy endpoint URL puts the gateway's URL on the clipboard
 (read back by another X client, xclip); a second instance hands over and exits, and one started
 while the first does not answer (SIGSTOP) exits 1 instead of running beside it; a budget passing its
 warning threshold raises one desktop notification (the `Notify` call on
@@ -28,7 +29,7 @@ import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import Checks, child_processes, close_window, control_token, http_json, reachable, wait_for, window_ids  # noqa: E402
+from common import Checks, descendants, close_window, control_token, http_json, reachable, wait_for, window_ids  # noqa: E402
 
 OBJ = "/org/ayatana/NotificationItem/tray_icon_tray_app_keyhaven/Menu"
 
@@ -85,18 +86,33 @@ def checked(svc, label):
 
 
 def children(pid):
-    """PIDs whose parent is `pid` (the WebKit web and network processes)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            if stat.rsplit(")", 1)[1].split()[1] == str(pid):
-                out.append(int(entry))
-    return out
+    """PIDs under `pid` at any depth (the window's process and its WebKit web and network processes)."""
+    return list(descendants(pid))
+
+
+def window_process(pid):
+    """The PID of the app's window process (`keyhaven-app --window`, a direct child), or None."""
+    for child in descendants(pid):
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            with open(f"/proc/{child}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+        if parent == pid and b"--window" in argv:
+            return child
+    return None
+
+
+def loaded_graphics(pid):
+    """The graphics-driver libraries mapped into `pid` (Mesa's DRI driver, its EGL, LLVM)."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            names = {line.split()[-1].rsplit("/", 1)[-1] for line in f if "/" in line}
+    except OSError:
+        return ["(maps unreadable)"]
+    return sorted(n for n in names if "_dri.so" in n or n.startswith("libLLVM") or n.startswith("libEGL_mesa"))
 
 
 def alive(pid):
@@ -117,8 +133,8 @@ def visible_windows():
 
 
 def webkit_children(pid):
-    """The names (`comm`, cut at 15 bytes: `WebKitWebProces`, `WebKitNetworkPr`) of the WebKit children."""
-    return sorted(name for name in child_processes(pid).values() if name.startswith("WebKit"))
+    """The names (`comm`, cut at 15 bytes: `WebKitWebProces`, `WebKitNetworkPr`) of the WebKit processes under `pid`."""
+    return sorted(name for name in descendants(pid).values() if name.startswith("WebKit"))
 
 
 def enabled(svc, label):
@@ -267,7 +283,14 @@ def main():
     home = os.environ["HOME"]
     c = Checks("tray")
     artifacts = os.environ.get("E2E_ARTIFACTS", "target/e2e-artifacts")
-    log = open(os.path.join(artifacts, "tray-app.log"), "w")
+    log_path = os.path.join(artifacts, "tray-app.log")
+    log = open(log_path, "w")
+
+    def log_text():
+        log.flush()
+        with open(log_path, errors="replace") as f:
+            return f.read()
+
     # A provider on loopback and a budget the first call takes past its warning threshold.
     upstream = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
@@ -302,6 +325,11 @@ def main():
             c.check("Open dashboard shows the window", wait_for(lambda: visible_windows() == 1, timeout=15), repr(visible_windows()))
             web = wait_for(lambda: any(n.startswith("WebKitWebProc") for n in webkit_children(app.pid)), timeout=15)
             c.check("the open window has its WebKit web process", web, repr(webkit_children(app.pid)))
+            shown = window_process(app.pid)
+            c.check("the window runs in its own process (keyhaven-app --window)", shown is not None and webkit_children(shown) != [],
+                    repr(descendants(app.pid)))
+            loaded = wait_for(lambda: log_text().count("dashboard window loaded") == 1, timeout=30)
+            c.check("…whose dashboard reaches the engine through the window's pipe", loaded, repr(log_text().count("dashboard window loaded")))
 
             # Close → reopen: the window is destroyed with its WebKit processes, then built again.
             for xid in window_ids() or []:
@@ -309,11 +337,17 @@ def main():
             c.check("closing the window unmaps it", wait_for(lambda: visible_windows() == 0, timeout=15), repr(visible_windows()))
             gone = wait_for(lambda: webkit_children(app.pid) == [], timeout=30)
             c.check("closing the window ends its WebKit web and network processes", gone, repr(webkit_children(app.pid)))
+            c.check("…and its own process", shown is not None and not alive(shown) and window_process(app.pid) is None, repr(descendants(app.pid)))
+            c.check("the tray app's process never loaded the graphics driver (Mesa, LLVM)", loaded_graphics(app.pid) == [], repr(loaded_graphics(app.pid)))
             c.check("the app stays in the tray with the engine running", app.poll() is None and status_line(svc).startswith("Keyhaven: running on "), status_line(svc))
             click(svc, "Open dashboard")
             c.check("Open dashboard after a close builds the window again", wait_for(lambda: visible_windows() == 1, timeout=15), repr(visible_windows()))
             web = wait_for(lambda: any(n.startswith("WebKitWebProc") for n in webkit_children(app.pid)), timeout=15)
             c.check("…with a new WebKit web process", web, repr(webkit_children(app.pid)))
+            # The app logs a window process's first control call: the reopened dashboard's script
+            # ran and reached the engine through the window's pipe.
+            loaded = wait_for(lambda: log_text().count("dashboard window loaded") == 2, timeout=30)
+            c.check("…whose dashboard reaches the engine (its first control call served)", loaded, repr(log_text().count("dashboard window loaded")))
             opened = True
 
         # Stop / Start.

@@ -51,6 +51,9 @@ pub struct Args {
     /// Run the headless engine and web dashboard even where there is a display.
     #[arg(long)]
     headless: bool,
+    /// The dashboard window's own process, started by the tray app (Linux; not for people).
+    #[arg(long, hide = true)]
+    window: bool,
 }
 
 /// The binary's entry point.
@@ -64,7 +67,10 @@ pub fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
     };
-    let result = if args.headless || !host::has_display() {
+    let result = if args.window {
+        tauri::async_runtime::set(runtime.handle().clone());
+        run_window()
+    } else if args.headless || !host::has_display() {
         runtime.block_on(headless::run(&args, logs))
     } else {
         tauri::async_runtime::set(runtime.handle().clone());
@@ -94,6 +100,14 @@ fn init_tracing() -> LogRing {
         .with(logs.layer())
         .try_init();
     logs
+}
+
+/// The dashboard window's own process (Linux: see `window::process`).
+fn run_window() -> anyhow::Result<()> {
+    #[cfg(target_os = "linux")]
+    return window::process::run();
+    #[cfg(not(target_os = "linux"))]
+    anyhow::bail!("--window is the Linux window process; this platform keeps the window in the app")
 }
 
 /// The tray app.
@@ -133,6 +147,8 @@ fn run_app(args: &Args, logs: LogRing) -> anyhow::Result<()> {
                 })),
             });
             app.manage(supervisor.clone());
+            #[cfg(target_os = "linux")]
+            app.manage(window::Slot::default());
             tray::install(app.handle())?;
             let handle = app.handle().clone();
             tauri::async_runtime::spawn(async move {

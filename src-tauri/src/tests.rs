@@ -1,6 +1,7 @@
 //! The shell's IPC command under Tauri's MockRuntime (no display): a real engine on port 0
 //! behind the supervisor; `control` serves `/api/app…` and the engine's routes, and answers
-//! `unavailable` while the engine is stopped.
+//! `unavailable` while the engine is stopped. On Linux the command travels the window process's
+//! pipe protocol, here over in-memory pipes, to the side the tray app runs.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,6 +66,23 @@ fn control_command_round_trips_app_and_engine_routes() {
         .expect("mock app");
     let sup = supervisor(dir.path());
     app.manage(sup.clone());
+    #[cfg(target_os = "linux")]
+    {
+        use crate::window::pipe::{Link, serve_window};
+        let (window_out, tray_in) = tokio::io::duplex(4096);
+        let (tray_out, window_in) = tokio::io::duplex(4096);
+        let link = Arc::new(Link::new(window_out));
+        app.manage(link.clone());
+        let handle = app.handle().clone();
+        tauri::async_runtime::spawn(async move {
+            serve_window(tray_in, tray_out, tokio::sync::mpsc::unbounded_channel(), move |method, path, body| {
+                let app = handle.clone();
+                async move { crate::commands::serve(&app, &method, &path, body).await }
+            })
+            .await;
+        });
+        tauri::async_runtime::spawn(async move { link.listen(window_in, || {}).await });
+    }
     let webview =
         tauri::WebviewWindowBuilder::new(&app, crate::MAIN_WINDOW, Default::default()).build().expect("mock webview");
 

@@ -1,21 +1,40 @@
-//! The dashboard window's lifecycle. The window exists only while it is open: closing it
-//! destroys the window and its webview (WebKit's web process goes with it), and "Open
-//! dashboard" (or a second instance) builds it again from its `tauri.conf.json` entry, which has
-//! `"create": false` so nothing is built at start; `--hidden` therefore starts without any
-//! WebKit process. On Linux every new webview gets the low-memory WebKit settings of
-//! [`lighten`], and once the window is gone the network process WebKit keeps for the app's
-//! lifetime is ended ([`network`]).
+//! The dashboard window's lifecycle. The window exists only while it is open: "Open dashboard"
+//! (or a second instance) builds it from its `tauri.conf.json` entry, which has `"create":
+//! false` so nothing is built at start (`--hidden` therefore starts without any WebKit process),
+//! and closing it destroys it.
+//!
+//! On Linux the window lives in its own process ([`launcher`] starts it, [`process`] is its
+//! main, [`pipe`] carries its `control` calls to the engine), which ends when the window closes
+//! and takes everything WebKitGTK loaded with it. Elsewhere the webview is in the app's process
+//! and is destroyed with the window (WebView2 and WKWebView render out of process anyway).
+//! Every new webview gets the low-memory WebKit settings of [`lighten`].
 
 #[cfg(target_os = "linux")]
-mod network;
+mod launcher;
+#[cfg(target_os = "linux")]
+pub mod pipe;
+#[cfg(target_os = "linux")]
+pub mod process;
 
-use tauri::{AppHandle, Manager, Runtime, WebviewWindow, WebviewWindowBuilder};
+#[cfg(target_os = "linux")]
+pub use launcher::Slot;
+use tauri::{AppHandle, Runtime, WebviewWindow, WebviewWindowBuilder};
 
 use crate::MAIN_WINDOW;
 
-/// Shows the dashboard: brings an open window to the front, or builds a new one. Creation runs
-/// on the async runtime, never in the caller's event handler (WebView2 deadlocks there).
+/// Shows the dashboard: brings an open window to the front, or opens a new one.
 pub fn open<R: Runtime>(app: &AppHandle<R>) {
+    #[cfg(target_os = "linux")]
+    launcher::open(app);
+    #[cfg(not(target_os = "linux"))]
+    open_here(app);
+}
+
+/// Builds the window in this process. Creation runs on the async runtime, never in the
+/// caller's event handler (WebView2 deadlocks there).
+#[cfg(not(target_os = "linux"))]
+fn open_here<R: Runtime>(app: &AppHandle<R>) {
+    use tauri::Manager as _;
     if let Some(w) = app.get_webview_window(MAIN_WINDOW) {
         present(&w);
         return;
@@ -55,13 +74,9 @@ fn present<R: Runtime>(w: &WebviewWindow<R>) {
     let _ = w.set_focus();
 }
 
-/// The window was destroyed (closed by the user): end what WebKit keeps without a webview.
-pub fn destroyed<R: Runtime>(app: &AppHandle<R>) {
+/// The window was destroyed (closed by the user); the app stays in the tray.
+pub fn destroyed<R: Runtime>(_app: &AppHandle<R>) {
     tracing::info!("dashboard window closed");
-    #[cfg(target_os = "linux")]
-    network::end_when_idle(app.clone());
-    #[cfg(not(target_os = "linux"))]
-    let _ = app;
 }
 
 /// WebKitGTK settings for a small local dashboard: no back/forward page cache, no WebGL or
