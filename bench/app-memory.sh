@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Idle memory of the tray app: RSS and PSS of the app process and of its WebKit helper processes
-# (WebKitWebProcess renders the dashboard, WebKitNetworkProcess serves it), with the window shown,
+# Idle memory of the tray app: RSS and PSS of the app process and of every process under it (on
+# Linux the window's own process, `keyhaven-app --window`, and its WebKit helpers:
+# WebKitWebProcess renders the dashboard, WebKitNetworkProcess serves it), with the window shown,
 # with the app started hidden in the tray, and back in the tray after the window was shown and
 # closed (a WM_DELETE_WINDOW message, as a window manager's close button sends), plus the headless
 # mode for comparison.
@@ -24,7 +25,8 @@ printf 'keyhaven-bench' | gnome-keyring-daemon --components=secrets --daemonize 
 export KEYHAVEN_DATA_DIR="$HOME/data" KEYHAVEN_CONFIG="$HOME/config.toml"
 printf '[server]\nlisten = "127.0.0.1:0"\n\n[proxy]\nenabled = true\nlisten = "127.0.0.1:0"\n' > "$KEYHAVEN_CONFIG"
 
-# "name pid rss_kib pss_kib" for the process and its direct children.
+# "name rss pss" for the process and every process under it (on Linux the window's own process,
+# and under that the WebKit processes), and their total.
 measure() {
   python3 - "$1" <<'PY'
 import os, sys
@@ -37,15 +39,18 @@ def field(pid, name, f):
     except OSError:
         pass
     return 0
-pids = [root]
+parent = {}
 for e in os.listdir("/proc"):
     if e.isdigit():
         try:
             stat = open(f"/proc/{e}/stat").read()
         except OSError:
             continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == root:
-            pids.append(int(e))
+        parent[int(e)] = int(stat.rsplit(")", 1)[1].split()[1])
+pids, frontier = [root], {root}
+while frontier:
+    frontier = {p for p, pp in parent.items() if pp in frontier and p not in pids}
+    pids += sorted(frontier)
 total_rss = total_pss = 0
 for p in pids:
     name = open(f"/proc/{p}/comm").read().strip()

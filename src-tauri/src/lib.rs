@@ -3,7 +3,9 @@
 //! `keyhaven::app::supervisor::Supervisor`; the window's one IPC command hands every control
 //! call to it ([`commands`]); the tray ([`tray`]) maps menu items to supervisor and control
 //! calls and follows the supervisor's status. The dashboard window exists only while it is open
-//! ([`window`]): closing it destroys it and its WebKit processes.
+//! ([`window`]): closing it destroys it and its WebKit processes. On Linux it is a process of its
+//! own (this binary with `--window`), so the tray app's process never loads WebKit's graphics
+//! stack.
 //!
 //! Where there is no display (Linux without `DISPLAY` and `WAYLAND_DISPLAY`, or `--headless`)
 //! the binary runs the headless engine with the web dashboard instead ([`headless`]).

@@ -56,13 +56,11 @@ async fn run<R: Runtime>(
     app: &AppHandle<R>,
     outbox: (mpsc::UnboundedSender<ToWindow>, mpsc::UnboundedReceiver<ToWindow>),
 ) {
-    let exe = match std::env::current_exe() {
-        Ok(exe) => exe,
-        Err(e) => {
-            return tracing::error!(error = %e, "cannot open the dashboard window: this program's path is unknown");
-        }
-    };
-    let spawned = tokio::process::Command::new(exe)
+    // This very binary, even when a package upgrade has replaced the file since the app started
+    // (the kernel keeps the running image): the window always speaks this app's pipe protocol.
+    // It keeps the app's `argv[0]`, and names itself (`window::process`) for process lists.
+    let spawned = tokio::process::Command::new("/proc/self/exe")
+        .arg0(std::env::args_os().next().unwrap_or_else(|| "keyhaven-app".into()))
         .arg("--window")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -77,7 +75,7 @@ async fn run<R: Runtime>(
         return tracing::error!("the dashboard window's process has no pipes");
     };
     let pid = child.id();
-    tracing::info!(pid, "dashboard window opened");
+    tracing::info!(pid, "dashboard window process started");
     let serving = app.clone();
     let loaded = AtomicBool::new(false);
     pipe::serve_window(from_window, to_window, outbox, move |method, path, body| {

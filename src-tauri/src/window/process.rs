@@ -13,6 +13,10 @@ use crate::MAIN_WINDOW;
 
 /// Runs the window process until its window closes or the tray app goes.
 pub fn run() -> anyhow::Result<()> {
+    // Started as `/proc/self/exe`, which process lists would show as "exe".
+    if let Err(e) = std::fs::write("/proc/self/comm", "keyhaven-app") {
+        tracing::debug!(error = %e, "could not name the window process");
+    }
     let link = Arc::new(Link::new(tokio::io::stdout()));
     let app = tauri::Builder::default()
         .invoke_handler(tauri::generate_handler![crate::commands::control])

@@ -2,7 +2,7 @@
 // `Transport`: HTTP in a browser (`/api/...` on the engine's loopback listener, authenticated by
 // the HttpOnly session cookie the browser got from a one-time `keyhaven dashboard` link; the page
 // itself holds no credential), or Tauri IPC in the app window (the shell's one `control` command, which
-// serves the same `/api/...` routes in-process and answers `{status, body}`).
+// serves the same `/api/...` routes without HTTP and answers `{status, body}`).
 import type {
   BudgetInput,
   BudgetReport,
