@@ -9,7 +9,7 @@ and checks the current one; the "Restore clients on stop" item mirrors the setti
 starts no WebKit process; Open dashboard shows the window, in a process of its own; closing it
 (WM_DELETE_WINDOW, as a window manager's close button) ends that process and its WebKit processes
 while the app stays in the tray, whose own process never loaded Mesa or LLVM, and Open dashboard
-builds it again; Copy endpoint URL puts the gateway's URL on the clipboard
+builds it again; a killed window process takes only the window; Copy endpoint URL puts the gateway's URL on the clipboard
 (read back by another X client, xclip); a second instance hands over and exits, and one started
 while the first does not answer (SIGSTOP) exits 1 instead of running beside it; a budget passing its
 warning threshold raises one desktop notification (the `Notify` call on
@@ -348,6 +348,17 @@ def main():
             # ran and reached the engine through the window's pipe.
             loaded = wait_for(lambda: log_text().count("dashboard window loaded") == 2, timeout=30)
             c.check("…whose dashboard reaches the engine (its first control call served)", loaded, repr(log_text().count("dashboard window loaded")))
+
+            # A crash of the window's process (WebKit, the graphics driver) leaves the engine alone.
+            crashed = window_process(app.pid)
+            if crashed is not None:
+                os.kill(crashed, signal.SIGKILL)
+            c.check("a killed window process takes only the window", crashed is not None
+                    and wait_for(lambda: visible_windows() == 0 and webkit_children(app.pid) == [], timeout=30)
+                    and app.poll() is None and reachable(url), repr(descendants(app.pid)))
+            click(svc, "Open dashboard")
+            c.check("…and Open dashboard brings it back", wait_for(lambda: visible_windows() == 1, timeout=15)
+                    and wait_for(lambda: log_text().count("dashboard window loaded") == 3, timeout=30), repr(visible_windows()))
             opened = True
 
         # Stop / Start.
