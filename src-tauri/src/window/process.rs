@@ -13,6 +13,10 @@ use crate::MAIN_WINDOW;
 
 /// Runs the window process until its window closes or the tray app goes.
 pub fn run() -> anyhow::Result<()> {
+    use std::io::IsTerminal as _;
+    if std::io::stdin().is_terminal() {
+        anyhow::bail!("--window is the dashboard window's process, started by the tray app; run keyhaven-app instead");
+    }
     // Started as `/proc/self/exe`, which process lists would show as "exe".
     if let Err(e) = std::fs::write("/proc/self/comm", "keyhaven-app") {
         tracing::debug!(error = %e, "could not name the window process");
