@@ -44,6 +44,8 @@ pub struct Options {
     pub rates: Vec<u32>,
     pub warmup: Duration,
     pub duration: Duration,
+    /// Each cell's duration in this many turns per target (direct, on, off, forwarder).
+    pub slices: u32,
     pub chunks: u32,
     pub chunk_delay: Duration,
     pub timeout: Duration,
@@ -375,29 +377,43 @@ struct Cell {
     forwarded: Option<Run>,
 }
 
-async fn run_one(
-    client: &reqwest::Client,
-    opts: &Options,
-    kind: Kind,
-    rate: u32,
-    target: &Target,
-    measured_pid: Option<u32>,
-    tck: f64,
-) -> Run {
-    let before = measured_pid.and_then(cpu_ticks);
-    let t0 = Instant::now();
-    let stream = kind == Kind::Stream;
-    let run = if stream {
-        let s = load::open_loop_streaming(client, target, rate, opts.warmup, opts.duration, opts.chunks).await;
-        Run::of_streams(&s, None)
-    } else {
-        let s = load::open_loop(client, target, rate, opts.warmup, opts.duration).await;
-        Run::of_samples(&s, None)
-    };
-    let wall = t0.elapsed().as_secs_f64();
-    let after = measured_pid.and_then(cpu_ticks);
-    let cpu = before.zip(after).map(|(b, a)| (a.saturating_sub(b)) as f64 / tck / wall.max(1e-9) * 100.0);
-    Run { cpu, ..run }
+/// One target's samples over a cell's slices, and the CPU its process used over them.
+#[derive(Default)]
+struct Acc {
+    chat: load::Samples,
+    stream: load::StreamSamples,
+    ticks: Option<u64>,
+    wall_s: f64,
+}
+
+impl Acc {
+    /// One slice of `duration` (after the warm-up) against `target`, added to what came before.
+    async fn slice(
+        &mut self,
+        client: &reqwest::Client,
+        opts: &Options,
+        (kind, rate, duration): (Kind, u32, Duration),
+        target: &Target,
+        measured_pid: Option<u32>,
+    ) {
+        let before = measured_pid.and_then(cpu_ticks);
+        let t0 = Instant::now();
+        if kind == Kind::Stream {
+            let s = load::open_loop_streaming(client, target, rate, opts.warmup, duration, opts.chunks).await;
+            self.stream.merge(s);
+        } else {
+            self.chat.merge(load::open_loop(client, target, rate, opts.warmup, duration).await);
+        }
+        self.wall_s += t0.elapsed().as_secs_f64();
+        if let Some((b, a)) = before.zip(measured_pid.and_then(cpu_ticks)) {
+            *self.ticks.get_or_insert(0) += a.saturating_sub(b);
+        }
+    }
+
+    fn run(&self, kind: Kind, tck: f64) -> Run {
+        let cpu = self.ticks.map(|t| t as f64 / tck / self.wall_s.max(1e-9) * 100.0);
+        if kind == Kind::Stream { Run::of_streams(&self.stream, cpu) } else { Run::of_samples(&self.chat, cpu) }
+    }
 }
 
 /// Runs the external benchmark and returns the report.
@@ -461,18 +477,31 @@ pub async fn run(opts: Options) -> anyhow::Result<String> {
                 "{kind:?} at {rate}/s: direct, recording on, recording off ({:?} + {:?} warm-up each)",
                 opts.duration, opts.warmup
             ));
-            let d = run_one(&client, &opts, kind, rate, &direct, None, tck).await;
-            let a = run_one(&client, &opts, kind, rate, &via_on, Some(on.pid), tck).await;
-            let b = run_one(&client, &opts, kind, rate, &via_off, Some(off.pid), tck).await;
-            // The same traffic (the mock's own dialect) through a process that only copies bytes:
-            // its CPU is what the machine charges for moving these bytes at all.
-            let f = match &forwarder {
-                Some(fw) => {
-                    let t = Target::chat(&format!("http://{}", fw.addr), "mock-model");
-                    Some(run_one(&client, &opts, kind, rate, &t, Some(fw.pid()), tck).await)
+            // The targets take turns, `--slices` times: a drift of the machine's speed during the
+            // cell then falls on recording on and off alike. Every other slice runs off before on.
+            let slices = opts.slices.max(1);
+            let each = opts.duration / slices;
+            let forwarded =
+                forwarder.as_ref().map(|fw| (Target::chat(&format!("http://{}", fw.addr), "mock-model"), fw.pid()));
+            let (mut d, mut a, mut b, mut f) = (Acc::default(), Acc::default(), Acc::default(), Acc::default());
+            for i in 0..slices {
+                let cell = (kind, rate, each);
+                d.slice(&client, &opts, cell, &direct, None).await;
+                if i % 2 == 0 {
+                    a.slice(&client, &opts, cell, &via_on, Some(on.pid)).await;
+                    b.slice(&client, &opts, cell, &via_off, Some(off.pid)).await;
+                } else {
+                    b.slice(&client, &opts, cell, &via_off, Some(off.pid)).await;
+                    a.slice(&client, &opts, cell, &via_on, Some(on.pid)).await;
                 }
-                None => None,
-            };
+                // The same traffic (the mock's own dialect) through a process that only copies
+                // bytes: its CPU is what the machine charges for moving these bytes at all.
+                if let Some((t, pid)) = &forwarded {
+                    f.slice(&client, &opts, cell, t, Some(*pid)).await;
+                }
+            }
+            let (d, a, b) = (d.run(kind, tck), a.run(kind, tck), b.run(kind, tck));
+            let f = forwarded.is_some().then(|| f.run(kind, tck));
             cells.push(Cell { kind, rate, direct: d, on: a, off: b, forwarded: f });
         }
     }
@@ -646,8 +675,13 @@ fn render(
     )?;
     writeln!(
         o,
-        "{:?} measured after {:?} warm-up per run; instant mock; streams: {} deltas {:?} apart; synchronous = \"{}\"; ms\n",
-        opts.duration, opts.warmup, opts.chunks, opts.chunk_delay, opts.synchronous
+        "{:?} measured per target in {} interleaved slice(s), each after {:?} warm-up; instant mock; streams: {} deltas {:?} apart; synchronous = \"{}\"; ms\n",
+        opts.duration,
+        opts.slices.max(1),
+        opts.warmup,
+        opts.chunks,
+        opts.chunk_delay,
+        opts.synchronous
     )?;
     writeln!(
         o,

@@ -46,6 +46,16 @@ pub struct Samples {
 }
 
 impl Samples {
+    /// Adds another run's samples (a later slice of the same cell).
+    pub fn merge(&mut self, other: Samples) {
+        self.latency_ms.extend(other.latency_ms);
+        self.overhead_header_ms.extend(other.overhead_header_ms);
+        self.errors += other.errors;
+        if self.first_error.is_none() {
+            self.first_error = other.first_error;
+        }
+    }
+
     fn error(&mut self, e: String) {
         self.errors += 1;
         self.first_error.get_or_insert(e);
@@ -206,6 +216,19 @@ pub struct StreamSamples {
     pub total_ms: Vec<f64>,
     pub errors: u64,
     pub first_error: Option<String>,
+}
+
+impl StreamSamples {
+    /// Adds another run's samples (a later slice of the same cell).
+    pub fn merge(&mut self, other: StreamSamples) {
+        self.ttfb_ms.extend(other.ttfb_ms);
+        self.gap_ms.extend(other.gap_ms);
+        self.total_ms.extend(other.total_ms);
+        self.errors += other.errors;
+        if self.first_error.is_none() {
+            self.first_error = other.first_error;
+        }
+    }
 }
 
 /// `requests` streaming requests, at most `concurrency` at a time; each must deliver `chunks`

@@ -135,6 +135,11 @@ struct Args {
     /// External mode: the cell kinds to run (chat, anthropic, stream).
     #[arg(long, value_delimiter = ',', default_value = "chat,anthropic,stream", value_parser = external::Kind::parse)]
     cells: Vec<external::Kind>,
+    /// External mode: run each cell's targets (direct, recording on, recording off, forwarder)
+    /// in turns, this many times, `--duration / N` each (every turn after its `--warmup`), so a
+    /// drift of the machine's speed falls on all of them alike.
+    #[arg(long, default_value_t = 1)]
+    slices: u32,
     /// External mode: the CPU list `taskset` pins the gateway to.
     #[arg(long, default_value = "0")]
     gateway_cpu: String,
@@ -237,6 +242,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             rates: args.rates.clone(),
             warmup: args.warmup,
             duration: args.duration,
+            slices: args.slices,
             chunks: args.chunks,
             chunk_delay: args.chunk_delay,
             timeout: args.timeout,
