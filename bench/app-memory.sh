@@ -16,14 +16,9 @@ set -euo pipefail
 APP="$(realpath "${1:-target/release/keyhaven-app}")"
 E2E="$(cd "$(dirname "$0")/../.ci/e2e" && pwd)"
 IDLE="${2:-20}"
-if [ -z "${KEYHAVEN_MEMORY_INNER:-}" ]; then
-  export KEYHAVEN_MEMORY_INNER=1
-  exec xvfb-run -a -s "-screen 0 1280x800x24" dbus-run-session -- bash "$0" "$APP" "$IDLE"
-fi
-export HOME="$(mktemp -d)"
-printf 'keyhaven-bench' | gnome-keyring-daemon --components=secrets --daemonize --unlock >/dev/null
-export KEYHAVEN_DATA_DIR="$HOME/data" KEYHAVEN_CONFIG="$HOME/config.toml"
-printf '[server]\nlisten = "127.0.0.1:0"\n\n[proxy]\nenabled = true\nlisten = "127.0.0.1:0"\n' > "$KEYHAVEN_CONFIG"
+# shellcheck source=bench/desktop-session.sh
+source "$(dirname "$0")/desktop-session.sh"
+desktop_session "$0" "$APP" "$IDLE"
 
 # "name rss pss" for the process and every process under it (on Linux the window's own process,
 # and under that the WebKit processes), and their total.

@@ -13,14 +13,9 @@ set -euo pipefail
 APP="$(realpath "${1:-target/release/keyhaven-app}")"
 ROUNDS="${2:-6}"
 E2E="$(cd "$(dirname "$0")/../.ci/e2e" && pwd)"
-if [ -z "${KEYHAVEN_OPEN_INNER:-}" ]; then
-  export KEYHAVEN_OPEN_INNER=1
-  exec xvfb-run -a -s "-screen 0 1280x800x24" dbus-run-session -- bash "$0" "$APP" "$ROUNDS"
-fi
-export HOME="$(mktemp -d)"
-printf 'keyhaven-bench' | gnome-keyring-daemon --components=secrets --daemonize --unlock >/dev/null
-export KEYHAVEN_DATA_DIR="$HOME/data" KEYHAVEN_CONFIG="$HOME/config.toml"
-printf '[server]\nlisten = "127.0.0.1:0"\n' > "$KEYHAVEN_CONFIG"
+# shellcheck source=bench/desktop-session.sh
+source "$(dirname "$0")/desktop-session.sh"
+desktop_session "$0" "$APP" "$ROUNDS"
 now() { date +%s.%N; }
 ms() { python3 -c "import sys; print(f'{(float(sys.argv[2]) - float(sys.argv[1])) * 1000:.0f} ms')" "$1" "$2"; }
 mapped() { xdotool search --onlyvisible --name '^Keyhaven$' >/dev/null 2>&1; }
