@@ -363,3 +363,39 @@ async fn one_stream(
     }
     Err("stream ended without data: [DONE]".to_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_pool_their_samples_and_keep_the_first_error() {
+        let mut a = Samples { latency_ms: vec![1.0, 2.0], overhead_header_ms: vec![0.1], errors: 0, first_error: None };
+        a.merge(Samples {
+            latency_ms: vec![3.0],
+            overhead_header_ms: vec![],
+            errors: 1,
+            first_error: Some("503".into()),
+        });
+        a.merge(Samples {
+            latency_ms: vec![],
+            overhead_header_ms: vec![0.2],
+            errors: 2,
+            first_error: Some("timeout".into()),
+        });
+        assert_eq!((a.latency_ms, a.overhead_header_ms), (vec![1.0, 2.0, 3.0], vec![0.1, 0.2]));
+        assert_eq!((a.errors, a.first_error.as_deref()), (3, Some("503")));
+
+        let mut s =
+            StreamSamples { ttfb_ms: vec![1.0], gap_ms: vec![5.0], total_ms: vec![100.0], ..Default::default() };
+        s.merge(StreamSamples {
+            ttfb_ms: vec![2.0],
+            gap_ms: vec![6.0, 7.0],
+            total_ms: vec![101.0],
+            errors: 1,
+            first_error: Some("cut".into()),
+        });
+        assert_eq!((s.ttfb_ms.len(), s.gap_ms.len(), s.total_ms.len()), (2, 3, 2));
+        assert_eq!((s.errors, s.first_error.as_deref()), (1, Some("cut")));
+    }
+}
