@@ -23,9 +23,11 @@ desktop_session "$0" "$APP" "$IDLE"
 # "name rss pss" for the process and every process under it (on Linux the window's own process,
 # and under that the WebKit processes), and their total.
 measure() {
-  python3 - "$1" <<'PY'
-import os, sys
-root = int(sys.argv[1])
+  python3 - "$E2E" "$1" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+from common import descendants
+root = int(sys.argv[2])
 def field(pid, name, f):
     try:
         for line in open(f"/proc/{pid}/{f}"):
@@ -34,18 +36,7 @@ def field(pid, name, f):
     except OSError:
         pass
     return 0
-parent = {}
-for e in os.listdir("/proc"):
-    if e.isdigit():
-        try:
-            stat = open(f"/proc/{e}/stat").read()
-        except OSError:
-            continue
-        parent[int(e)] = int(stat.rsplit(")", 1)[1].split()[1])
-pids, frontier = [root], {root}
-while frontier:
-    frontier = {p for p, pp in parent.items() if pp in frontier and p not in pids}
-    pids += sorted(frontier)
+pids = [root] + sorted(descendants(root))
 total_rss = total_pss = 0
 for p in pids:
     name = open(f"/proc/{p}/comm").read().strip()

@@ -150,23 +150,30 @@ def close_window(xid):
         x11.XCloseDisplay(display)
 
 
-def descendants(pid):
-    """{pid: name} of the live processes under `pid`, at any depth (on Linux the window's own
-    process, and under it the WebKit web and network processes)."""
-    parents, names = {}, {}
+def processes():
+    """{pid: (ppid, comm, argv)} of the live (not zombie) processes, from /proc."""
+    out = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat") as f:
                     stat = f.read()
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    argv = f.read().rstrip(b"\0").split(b"\0")
             except OSError:
                 continue
             fields = stat.rsplit(")", 1)[1].split()
             if fields[0] != "Z":
-                parents[int(entry)] = int(fields[1])
-                names[int(entry)] = stat.split("(", 1)[1].rsplit(")", 1)[0]
+                out[int(entry)] = (int(fields[1]), stat.split("(", 1)[1].rsplit(")", 1)[0], argv)
+    return out
+
+
+def descendants(pid):
+    """{pid: name} of the live processes under `pid`, at any depth (on Linux the window's own
+    process, and under it the WebKit web and network processes)."""
+    table = processes()
     out, frontier = {}, {pid}
     while frontier:
-        frontier = {p for p, parent in parents.items() if parent in frontier and p not in out}
-        out.update({p: names[p] for p in frontier})
+        frontier = {p for p, (parent, _, _) in table.items() if parent in frontier and p not in out}
+        out.update({p: table[p][1] for p in frontier})
     return out

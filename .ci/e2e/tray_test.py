@@ -29,7 +29,7 @@ import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import Checks, descendants, close_window, control_token, http_json, reachable, wait_for, window_ids  # noqa: E402
+from common import Checks, descendants, close_window, processes, control_token, http_json, reachable, wait_for, window_ids  # noqa: E402
 
 OBJ = "/org/ayatana/NotificationItem/tray_icon_tray_app_keyhaven/Menu"
 
@@ -92,17 +92,7 @@ def children(pid):
 
 def window_process(pid):
     """The PID of the app's window process (`keyhaven-app --window`, a direct child), or None."""
-    for child in descendants(pid):
-        try:
-            with open(f"/proc/{child}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-            with open(f"/proc/{child}/stat") as f:
-                parent = int(f.read().rsplit(")", 1)[1].split()[1])
-        except OSError:
-            continue
-        if parent == pid and b"--window" in argv:
-            return child
-    return None
+    return next((p for p, (parent, _, argv) in processes().items() if parent == pid and b"--window" in argv), None)
 
 
 def loaded_graphics(pid):

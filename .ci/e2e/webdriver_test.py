@@ -23,26 +23,14 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import Checks, artifacts, close_window, control_token, http_json, reachable, wait_for, window_ids  # noqa: E402
+from common import Checks, artifacts, close_window, control_token, http_json, processes, reachable, wait_for, window_ids  # noqa: E402
 
 W3C_ELEMENT = "element-6066-11e4-a52e-4f735466cecf"
 
 
 def tray_app(binary):
     """The PID of the tray app (`binary` with no arguments), or None."""
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    argv = f.read().rstrip(b"\0").split(b"\0")
-                with open(f"/proc/{entry}/stat") as f:
-                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                        continue
-            except OSError:
-                continue
-            if argv == [binary.encode()]:
-                return int(entry)
-    return None
+    return next((p for p, (_, _, argv) in processes().items() if argv == [binary.encode()]), None)
 
 
 def session_alive(wd):

@@ -474,8 +474,10 @@ pub async fn run(opts: Options) -> anyhow::Result<String> {
                 mock.set_stream(opts.chunks, Duration::ZERO);
             }
             progress(&format!(
-                "{kind:?} at {rate}/s: direct, recording on, recording off ({:?} + {:?} warm-up each)",
-                opts.duration, opts.warmup
+                "{kind:?} at {rate}/s: direct, recording on, recording off ({:?} each in {} turn(s), {:?} warm-up per turn)",
+                opts.duration,
+                opts.slices.max(1),
+                opts.warmup
             ));
             // The targets take turns, `--slices` times: a drift of the machine's speed during the
             // cell then falls on recording on and off alike. Every other slice runs off before on.

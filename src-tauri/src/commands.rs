@@ -27,12 +27,8 @@ pub async fn control<R: Runtime>(app: AppHandle<R>, method: String, path: String
 
 /// One control call against the engine, in the process that runs it.
 pub async fn serve<R: Runtime>(app: &AppHandle<R>, method: &str, path: &str, body: Option<Value>) -> IpcReply {
-    let Some(supervisor) = app.try_state::<Supervisor>().map(|s| s.inner().clone()) else {
-        return IpcReply {
-            status: 503,
-            body: serde_json::json!({ "kind": "unavailable", "message": "the engine is not set up yet" }),
-        };
-    };
+    // Managed in the tray app's setup, before any window can exist.
+    let supervisor = app.state::<Supervisor>().inner().clone();
     let reply = supervisor.request(method, path, body).await;
     // A change made in the window (routing mode, restore on stop, start/stop) shows in the tray.
     if method != "GET" {

@@ -68,20 +68,15 @@ fn control_command_round_trips_app_and_engine_routes() {
     app.manage(sup.clone());
     #[cfg(target_os = "linux")]
     {
-        use crate::window::pipe::{Link, serve_window};
-        let (window_out, tray_in) = tokio::io::duplex(4096);
-        let (tray_out, window_in) = tokio::io::duplex(4096);
-        let link = Arc::new(Link::new(window_out));
-        app.manage(link.clone());
         let handle = app.handle().clone();
-        tauri::async_runtime::spawn(async move {
-            serve_window(tray_in, tray_out, tokio::sync::mpsc::unbounded_channel(), move |method, path, body| {
+        let (link, _) = crate::window::pipe::in_memory(
+            move |method, path, body| {
                 let app = handle.clone();
                 async move { crate::commands::serve(&app, &method, &path, body).await }
-            })
-            .await;
-        });
-        tauri::async_runtime::spawn(async move { link.listen(window_in, || {}).await });
+            },
+            || {},
+        );
+        app.manage(link);
     }
     let webview =
         tauri::WebviewWindowBuilder::new(&app, crate::MAIN_WINDOW, Default::default()).build().expect("mock webview");

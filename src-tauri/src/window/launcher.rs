@@ -12,16 +12,16 @@
 
 use std::process::Stdio;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tauri::{AppHandle, Manager, Runtime};
 use tokio::sync::mpsc;
 
 use super::pipe::{self, ToWindow};
 
-/// The running window process, if any: its generation and the channel to it.
+/// The channel to the running window process, if any.
 #[derive(Default)]
-pub struct Slot(Mutex<Option<(u64, mpsc::UnboundedSender<ToWindow>)>>, AtomicU64);
+pub struct Slot(Mutex<Option<mpsc::UnboundedSender<ToWindow>>>);
 
 /// Brings the running window to the front, or starts the window process.
 pub fn open<R: Runtime>(app: &AppHandle<R>) {
@@ -30,21 +30,21 @@ pub fn open<R: Runtime>(app: &AppHandle<R>) {
         return;
     };
     let Ok(mut running) = slot.0.lock() else { return };
-    if let Some((_, sender)) = running.as_ref()
+    if let Some(sender) = running.as_ref()
         && sender.send(ToWindow::Present).is_ok()
     {
         return;
     }
     // Claimed before the process starts, so a second click presents instead of starting another.
-    let generation = slot.1.fetch_add(1, Ordering::Relaxed);
     let (sender, receiver) = mpsc::unbounded_channel();
-    *running = Some((generation, sender.clone()));
+    *running = Some(sender.clone());
     let app = app.clone();
     tauri::async_runtime::spawn(async move {
-        run(&app, (sender, receiver)).await;
+        run(&app, (sender.clone(), receiver)).await;
+        // Forget this process, unless a newer one has taken the slot meanwhile.
         if let Some(slot) = app.try_state::<Slot>()
             && let Ok(mut running) = slot.0.lock()
-            && running.as_ref().is_some_and(|(g, _)| *g == generation)
+            && running.as_ref().is_some_and(|s| s.same_channel(&sender))
         {
             *running = None;
         }

@@ -174,6 +174,28 @@ impl Link {
     }
 }
 
+/// A window side and a tray side wired through in-memory pipes (tests): the returned link is
+/// served by `serve`; `present` runs for each present the returned sender carries.
+#[cfg(test)]
+pub fn in_memory<F, Fut>(
+    serve: F,
+    present: impl Fn() + Send + 'static,
+) -> (std::sync::Arc<Link>, mpsc::UnboundedSender<ToWindow>)
+where
+    F: Fn(String, String, Option<Value>) -> Fut + Send + 'static,
+    Fut: Future<Output = IpcReply> + Send + 'static,
+{
+    let (window_out, tray_in) = tokio::io::duplex(64);
+    let (tray_out, window_in) = tokio::io::duplex(64);
+    let link = std::sync::Arc::new(Link::new(window_out));
+    let outbox = mpsc::unbounded_channel();
+    let sender = outbox.0.clone();
+    tauri::async_runtime::spawn(serve_window(tray_in, tray_out, outbox, serve));
+    let listening = link.clone();
+    tauri::async_runtime::spawn(async move { listening.listen(window_in, present).await });
+    (link, sender)
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -207,28 +229,22 @@ mod tests {
         assert_eq!(parse::<ToTray>("{\"kind\":\"request\",\"id\":-1}"), None);
     }
 
-    /// A link and a tray wired through in-memory pipes; `serve` answers with the path, slowly
-    /// for `/slow`.
+    /// A link and a tray wired through in-memory pipes; the tray answers with the call itself,
+    /// slowly for `/slow`.
     fn wired() -> (Arc<Link>, mpsc::UnboundedSender<ToWindow>, Arc<AtomicUsize>) {
-        let (window_out, tray_in) = tokio::io::duplex(64);
-        let (tray_out, window_in) = tokio::io::duplex(64);
-        let link = Arc::new(Link::new(window_out));
-        let outbox = mpsc::unbounded_channel();
-        let sender = outbox.0.clone();
-        tokio::spawn(serve_window(tray_in, tray_out, outbox, |method, path, body| async move {
-            if path == "/slow" {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            IpcReply { status: 200, body: json!({ "method": method, "path": path, "body": body }) }
-        }));
         let presented = Arc::new(AtomicUsize::new(0));
-        let (l, p) = (link.clone(), presented.clone());
-        tokio::spawn(async move {
-            l.listen(window_in, move || {
+        let p = presented.clone();
+        let (link, sender) = in_memory(
+            |method, path, body| async move {
+                if path == "/slow" {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                IpcReply { status: 200, body: json!({ "method": method, "path": path, "body": body }) }
+            },
+            move || {
                 p.fetch_add(1, Ordering::SeqCst);
-            })
-            .await;
-        });
+            },
+        );
         (link, sender, presented)
     }
 
