@@ -79,6 +79,10 @@ pub(crate) fn background_priority() {
 /// How long SQLite waits on a lock held by another connection.
 const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
 
+/// How long a history read waits for what the pace holds back to be committed
+/// ([`Store::read_history`]).
+const HISTORY_FLUSH_WAIT: Duration = Duration::from_secs(2);
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
     /// The database file could not be opened or set up (missing directory, read-only location,
@@ -149,9 +153,10 @@ pub struct StoreOptions {
     pub max_wal_bytes: u64,
     /// How long journaled starts and finishes may wait for company before the writer commits
     /// them (one transaction for all that came meanwhile). Only with a call journal: without
-    /// one, a start's ack is its commit and the writer takes it at once. The default (50 ms) is
-    /// what a person cannot see on the Calls page; a shorter pace commits more often, and each
-    /// commit rewrites the pages it touches (at 500 streams/s the writer thread took 7–8 % of a
+    /// one, a start's ack is its commit and the writer takes it at once. The default is 50 ms.
+    /// History reads commit what waits before they read (`Store::read_history`), so the pace
+    /// never hides a call from the dashboard. A shorter pace commits more often, and each commit
+    /// rewrites the pages it touches (at 500 streams/s the writer thread took 7–8 % of a
     /// core at 5 ms and under 3 % at 50 ms).
     pub commit_pace: Duration,
 }
@@ -614,32 +619,52 @@ impl Store {
             .map_err(|e| StoreError::Task(format!("store read failed: {e}")))?
     }
 
+    /// A read of the call history or its rollups. It sees every record acknowledged before it:
+    /// the pace may hold journaled starts and finishes back for up to `commit_pace`, and a
+    /// dashboard that loads a page once would show them missing until the next reload, so what
+    /// waits is committed first. A flush that fails (a full queue, a closed writer) leaves the
+    /// read to show what is committed, and so does a writer that takes longer than
+    /// [`HISTORY_FLUSH_WAIT`] (a stalled disk must not stall the dashboard).
+    async fn read_history<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(HISTORY_FLUSH_WAIT, self.flush()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "store flush before a history read failed; reading what is committed")
+            }
+            Err(_) => tracing::debug!("store writer busy past the history read's wait; reading what is committed"),
+        }
+        self.read(f).await
+    }
+
     /// Usage per UTC day and model, from `since_day` (`YYYY-MM-DD`) on, oldest first.
     pub async fn usage_by_day(&self, since_day: &str) -> Result<Vec<UsageRow>, StoreError> {
         let since = since_day.to_owned();
-        self.read(move |c| read::usage_by_day(c, &since)).await
+        self.read_history(move |c| read::usage_by_day(c, &since)).await
     }
 
     /// Usage summed over every day from `since_day` (`YYYY-MM-DD`) on.
     pub async fn usage_totals(&self, since_day: &str) -> Result<UsageTotals, StoreError> {
         let since = since_day.to_owned();
-        self.read(move |c| read::usage_totals(c, &since)).await
+        self.read_history(move |c| read::usage_totals(c, &since)).await
     }
 
     /// Calls matching `filter`, newest first, without bodies.
     pub async fn recent_calls(&self, filter: CallFilter) -> Result<Vec<CallSummary>, StoreError> {
-        self.read(move |c| read::recent_calls(c, &filter)).await
+        self.read_history(move |c| read::recent_calls(c, &filter)).await
     }
 
     /// Calls grouped by client session, most recently active first (see [`SessionRow`]).
     pub async fn sessions(&self, since_ms: i64, limit: u32) -> Result<Vec<SessionRow>, StoreError> {
-        self.read(move |c| read::sessions(c, since_ms, limit)).await
+        self.read_history(move |c| read::sessions(c, since_ms, limit)).await
     }
 
     /// One call with its bodies.
     pub async fn call_detail(&self, id: &str) -> Result<Option<CallDetail>, StoreError> {
         let id = id.to_owned();
-        self.read(move |c| read::call_detail(c, &id)).await
+        self.read_history(move |c| read::call_detail(c, &id)).await
     }
 
     /// Usage per day, model, provider or client over `since_day..=until_day` (`YYYY-MM-DD`), from
@@ -651,7 +676,7 @@ impl Store {
         group: UsageGroup,
     ) -> Result<Vec<UsageGroupRow>, StoreError> {
         let (since, until) = (since_day.to_owned(), until_day.to_owned());
-        self.read(move |c| read::usage_grouped(c, &since, &until, group)).await
+        self.read_history(move |c| read::usage_grouped(c, &since, &until, group)).await
     }
 
     /// Usage per UTC day and group (model, provider or client) over `since_day..=until_day`,
@@ -663,7 +688,7 @@ impl Store {
         group: UsageGroup,
     ) -> Result<Vec<UsageSplitRow>, StoreError> {
         let (since, until) = (since_day.to_owned(), until_day.to_owned());
-        self.read(move |c| read::usage_split(c, &since, &until, group)).await
+        self.read_history(move |c| read::usage_split(c, &since, &until, group)).await
     }
 
     /// Latency histograms (buckets of [`LATENCY_BOUNDS_MS`]) over `since_day..=until_day`, per
@@ -675,13 +700,13 @@ impl Store {
         group: Option<UsageGroup>,
     ) -> Result<Vec<LatencyHistogram>, StoreError> {
         let (since, until) = (since_day.to_owned(), until_day.to_owned());
-        self.read(move |c| read::latency_histograms(c, &since, &until, group)).await
+        self.read_history(move |c| read::latency_histograms(c, &since, &until, group)).await
     }
 
     /// Spend since `since_ms` per client, provider and model (see [`crate::model::SpendRow`]),
     /// for the budgets' seed.
     pub async fn spend_since(&self, since_ms: i64) -> Result<Vec<crate::model::SpendRow>, StoreError> {
-        self.read(move |c| read::spend_since(c, since_ms)).await
+        self.read_history(move |c| read::spend_since(c, since_ms)).await
     }
 
     /// Usage per group of the finished calls started in `since_ms..until_ms`, with latency
@@ -692,7 +717,7 @@ impl Store {
         until_ms: i64,
         group: UsageGroup,
     ) -> Result<UsageBetween, StoreError> {
-        self.read(move |c| read::usage_between(c, since_ms, until_ms, group)).await
+        self.read_history(move |c| read::usage_between(c, since_ms, until_ms, group)).await
     }
 
     /// Queues a budget alert (kept once per budget, period and level). Never blocks.
@@ -708,7 +733,7 @@ impl Store {
     /// Finished calls started in `since_ms..until_ms` by cost source (from `calls`: what
     /// retention kept).
     pub async fn cost_sources(&self, since_ms: i64, until_ms: i64) -> Result<Vec<CostSourceRow>, StoreError> {
-        self.read(move |c| read::cost_sources(c, since_ms, until_ms)).await
+        self.read_history(move |c| read::cost_sources(c, since_ms, until_ms)).await
     }
 
     /// A page of the calls started in `since_ms..until_ms`, oldest first, after `(started_ms,
@@ -720,18 +745,18 @@ impl Store {
         after: Option<(i64, String)>,
         limit: u32,
     ) -> Result<Vec<CallSummary>, StoreError> {
-        self.read(move |c| read::calls_page(c, since_ms, until_ms, after, limit)).await
+        self.read_history(move |c| read::calls_page(c, since_ms, until_ms, after, limit)).await
     }
 
     /// The `usage_daily` rows of `since_day..=until_day` (`YYYY-MM-DD`), one per day, model,
     /// provider and client.
     pub async fn usage_daily(&self, since_day: &str, until_day: &str) -> Result<Vec<UsageDailyRow>, StoreError> {
         let (since, until) = (since_day.to_owned(), until_day.to_owned());
-        self.read(move |c| read::usage_daily(c, &since, &until)).await
+        self.read_history(move |c| read::usage_daily(c, &since, &until)).await
     }
 
     pub async fn count_calls(&self) -> Result<u64, StoreError> {
-        self.read(read::count_calls).await
+        self.read_history(read::count_calls).await
     }
 
     /// Where the database lives (`:memory:` for in-memory stores).

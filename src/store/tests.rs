@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use crate::model::{CallFinish, CallStart, CallStatus, Usage};
 use crate::store::{
-    CallDetail, CallFilter, CallSummary, LATENCY_BOUNDS_MS, Store, StoreError, StoreOptions, UsageGroup, UsageRow,
-    schema,
+    CallDetail, CallFilter, CallSummary, HISTORY_FLUSH_WAIT, LATENCY_BOUNDS_MS, Store, StoreError, StoreOptions,
+    UsageGroup, UsageRow, read, schema,
 };
 
 /// 2025-01-01T00:00:00Z in ms.
@@ -773,6 +773,37 @@ fn journaled_records_wait_for_the_pace_and_commit_together_while_a_flush_goes_at
     store.close().expect("close");
 }
 
+#[tokio::test]
+async fn history_reads_see_what_the_pace_holds_back() {
+    // The dashboard loads the Calls page once: a call answered just before must be on it, not on
+    // the next reload. A pace far longer than the test: only the read's own flush commits.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = db_path(&dir);
+    let store = Store::open(&path, StoreOptions { commit_pace: Duration::from_secs(600), ..opts(1) }).expect("open");
+    store.record_start(start("seen", DAY0, "m")).await.expect("journaled");
+    let finished = store.record_finish(finish("seen", DAY0 + 5, CallStatus::Ok, 7));
+    let listed = store.recent_calls(CallFilter { limit: 10, ..CallFilter::default() }).await.expect("calls");
+    assert_eq!(listed.iter().map(|c| (c.id.as_str(), c.status)).collect::<Vec<_>>(), [("seen", CallStatus::Ok)]);
+    finished.await.expect("finish committed by the read");
+    assert_eq!(store.usage_totals("2000-01-01").await.expect("totals").calls, 1);
+    store.close().expect("close");
+}
+
+#[tokio::test]
+async fn a_stalled_writer_delays_a_history_read_by_the_wait_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(&db_path(&dir), opts(1)).expect("open");
+    store.record_start(start("old", DAY0, "m")).await.expect("journaled");
+    store.flush().await.expect("committed");
+    let pause = store.pause_writer();
+    let calls = tokio::time::timeout(HISTORY_FLUSH_WAIT + Duration::from_secs(3), store.count_calls())
+        .await
+        .expect("the read waited past its bound")
+        .expect("count");
+    assert_eq!(calls, 1, "the read shows what is committed");
+    drop(pause);
+}
+
 #[test]
 fn journaled_records_are_committed_once_the_pace_runs_out() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -1084,7 +1115,9 @@ async fn a_start_is_acked_from_the_journal_while_the_writer_is_stalled() {
         .await
         .expect("acked without the writer")
         .expect("journaled");
-    assert!(store.call_detail("j1").await.expect("detail").is_none(), "committed while the writer was held");
+    // What SQLite holds (a history read would wait for the writer to commit it first).
+    let committed = store.with_read_conn(|c| read::call_detail(c, "j1")).expect("detail");
+    assert!(committed.is_none(), "committed while the writer was held");
     drop(pause);
     store.flush().await.expect("flush");
     let row = store.call_detail("j1").await.expect("detail").expect("row");
