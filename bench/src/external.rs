@@ -44,7 +44,7 @@ pub struct Options {
     pub rates: Vec<u32>,
     pub warmup: Duration,
     pub duration: Duration,
-    /// Each cell's duration in this many turns per target (direct, on, off, forwarder).
+    /// Each cell's duration in this many turns per target (direct, on, off, forwarder); at least 1.
     pub slices: u32,
     pub chunks: u32,
     pub chunk_delay: Duration,
@@ -475,18 +475,15 @@ pub async fn run(opts: Options) -> anyhow::Result<String> {
             }
             progress(&format!(
                 "{kind:?} at {rate}/s: direct, recording on, recording off ({:?} each in {} turn(s), {:?} warm-up per turn)",
-                opts.duration,
-                opts.slices.max(1),
-                opts.warmup
+                opts.duration, opts.slices, opts.warmup
             ));
             // The targets take turns, `--slices` times: a drift of the machine's speed during the
             // cell then falls on recording on and off alike. Every other slice runs off before on.
-            let slices = opts.slices.max(1);
-            let each = opts.duration / slices;
+            let each = opts.duration / opts.slices;
             let forwarded =
                 forwarder.as_ref().map(|fw| (Target::chat(&format!("http://{}", fw.addr), "mock-model"), fw.pid()));
             let (mut d, mut a, mut b, mut f) = (Acc::default(), Acc::default(), Acc::default(), Acc::default());
-            for i in 0..slices {
+            for i in 0..opts.slices {
                 let cell = (kind, rate, each);
                 d.slice(&client, &opts, cell, &direct, None).await;
                 if i % 2 == 0 {
@@ -678,12 +675,7 @@ fn render(
     writeln!(
         o,
         "{:?} measured per target in {} interleaved slice(s), each after {:?} warm-up; instant mock; streams: {} deltas {:?} apart; synchronous = \"{}\"; ms\n",
-        opts.duration,
-        opts.slices.max(1),
-        opts.warmup,
-        opts.chunks,
-        opts.chunk_delay,
-        opts.synchronous
+        opts.duration, opts.slices, opts.warmup, opts.chunks, opts.chunk_delay, opts.synchronous
     )?;
     writeln!(
         o,

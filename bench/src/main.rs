@@ -138,7 +138,7 @@ struct Args {
     /// External mode: run each cell's targets (direct, recording on, recording off, forwarder)
     /// in turns, this many times, `--duration / N` each (every turn after its `--warmup`), so a
     /// drift of the machine's speed falls on all of them alike.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     slices: u32,
     /// External mode: the CPU list `taskset` pins the gateway to.
     #[arg(long, default_value = "0")]

@@ -171,11 +171,12 @@ fn run_app(args: &Args, logs: LogRing) -> anyhow::Result<()> {
         })
         .on_window_event(|w, event| {
             // Closing the window destroys it (and its webview); the app stays in the tray,
-            // and Quit is in the tray menu.
+            // and Quit is in the tray menu. (On Linux the window is in its own process, and
+            // `window::launcher` logs its end.)
             if let WindowEvent::Destroyed = event
                 && w.label() == MAIN_WINDOW
             {
-                window::destroyed(w.app_handle());
+                tracing::info!("dashboard window closed");
             }
         })
         .build(context)?;

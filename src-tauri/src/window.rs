@@ -74,11 +74,6 @@ fn present<R: Runtime>(w: &WebviewWindow<R>) {
     let _ = w.set_focus();
 }
 
-/// The window was destroyed (closed by the user); the app stays in the tray.
-pub fn destroyed<R: Runtime>(_app: &AppHandle<R>) {
-    tracing::info!("dashboard window closed");
-}
-
 /// WebKitGTK settings for a small local dashboard: no back/forward page cache, no WebGL or
 /// Web Audio, and the document-viewer cache model, which keeps WebKit's memory caches small and
 /// turns its web process cache off, so the web process exits with the last webview instead of
